@@ -1,0 +1,128 @@
+"""Benchmark: import a 1,000,000-record synthetic frame into SQLite (and PostgreSQL).
+
+Usage:
+    .venv/bin/python bench/import_frame.py [--n 1000000] [--pg URL]
+
+Writes the frame once to bench/out/ (reused), then for each engine imports it into a fresh
+database in a child process and prints wall time, records per second and peak memory (the
+importing process and, separately, its largest parsing worker), then re-imports the same file
+(every record unchanged). Targets: under 60 s and under 500 MB for 1,000,000 records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+
+CHILD = r"""
+import json, resource, sys, time
+from db.engine import make_engine, upgrade
+from labeling.frame import import_frame
+from labeling.schema import load_schema
+from labeling.settings import DEFAULT_SCHEMA
+url, path = sys.argv[1], sys.argv[2]
+engine = make_engine(url)
+upgrade(engine)
+schema = load_schema(DEFAULT_SCHEMA)
+t0 = time.perf_counter()
+s = import_frame(engine, path, schema, progress=False)
+wall = time.perf_counter() - t0
+print(json.dumps({
+    "wall_s": wall, "summary": s.as_dict(),
+    "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "worker_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+}))
+"""
+
+
+def ensure_frame(n: int) -> Path:
+    """The synthetic frame of n records (written once, deterministic, seed 0)."""
+    from labeling.synth import write_synthetic_frame
+
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"frame_{n}.jsonl"
+    if not path.exists():
+        t0 = time.perf_counter()
+        write_synthetic_frame(path, n, seed=0)
+        print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB) in "
+              f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
+    return path
+
+
+def run_import(url: str, path: Path) -> dict:
+    """Import in a fresh child process and return its JSON figures."""
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, url, str(path)],
+        check=True, capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def fresh_sqlite(name: str) -> str:
+    """URL of a new, empty SQLite file under bench/out/."""
+    db = OUT / name
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return f"sqlite:///{db}"
+
+
+def fresh_pg(url: str) -> str:
+    """Drop and recreate the PostgreSQL database named in `url`."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    admin = create_engine(parsed.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{parsed.database}"'))
+    admin.dispose()
+    return url
+
+
+def report(engine: str, n: int, first: dict, again: dict) -> str:
+    """Print and return a markdown row pair for RESULTS.md."""
+    rows = []
+    for label, r in (("import", first), ("re-import (unchanged)", again)):
+        s = r["summary"]
+        rows.append(
+            f"| {engine} | {label} | {n:,} | {r['wall_s']:.1f} s | {n / r['wall_s']:,.0f}/s | "
+            f"{r['maxrss_mb']:.0f} MB | {r['worker_maxrss_mb']:.0f} MB | "
+            f"{s['inserted']}/{s['updated']}/{s['unchanged']}/{s['rejected']} |"
+        )
+    text = "\n".join(rows)
+    print(text)
+    return text
+
+
+def main() -> None:
+    """Run the benchmark and print its figures."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--pg", default=os.environ.get("LABELING_BENCH_PG_URL"))
+    args = parser.parse_args()
+    path = ensure_frame(args.n)
+    print("| engine | run | records | wall | rate | peak RSS main | peak RSS worker | "
+          "ins/upd/unch/rej |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    url = fresh_sqlite("import_bench.db")
+    report("SQLite", args.n, run_import(url, path), run_import(url, path))
+    if args.pg:
+        url = fresh_pg(args.pg)
+        report("PostgreSQL", args.n, run_import(url, path), run_import(url, path))
+    print(f"(own process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}"
+          " MB)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy models, the engine factory and Alembic migrations."""

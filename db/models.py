@@ -1,0 +1,338 @@
+"""SQLAlchemy 2 models: the whole storage schema of the tool."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# Constraint names are fixed from day one so that migrations can name what they alter
+# on both SQLite (batch mode) and PostgreSQL.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# Work statuses, in the order a work moves through them.
+STATUS_UNVALIDATED = "machine_predicted_unvalidated"
+STATUS_IN_REVIEW = "human_in_review"
+STATUS_DISPUTED = "human_disputed"
+STATUS_VALIDATED = "human_validated"
+STATUSES = (STATUS_UNVALIDATED, STATUS_IN_REVIEW, STATUS_DISPUTED, STATUS_VALIDATED)
+
+ROLES = ("annotator", "lead", "exporter", "admin")
+
+
+def utcnow() -> datetime:
+    """Timezone-aware now, the only clock the models use."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator):
+    """A timestamp that is always timezone-aware UTC in Python, on SQLite and PostgreSQL."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        # SQLite keeps text; a naive UTC string sorts and compares correctly there.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Work(Base):
+    """One work of the frame: bibliographic fields, current machine scores, human status."""
+
+    __tablename__ = "works"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    doi: Mapped[str | None] = mapped_column(String(255))
+    title: Mapped[str | None] = mapped_column(Text)
+    year: Mapped[int | None] = mapped_column(Integer, index=True)
+    lang: Mapped[str | None] = mapped_column(String(16))
+    type: Mapped[str | None] = mapped_column(String(64))
+    venue: Mapped[str | None] = mapped_column(Text)
+    topic: Mapped[str | None] = mapped_column(Text)
+    field: Mapped[str | None] = mapped_column(String(128), index=True)
+    cited_by: Mapped[int | None] = mapped_column(Integer)
+    is_retracted: Mapped[bool | None] = mapped_column(Boolean)
+    has_abstract: Mapped[bool | None] = mapped_column(Boolean)
+    ca_institutions: Mapped[str | None] = mapped_column(Text)
+    funders: Mapped[str | None] = mapped_column(Text)
+    keywords: Mapped[str | None] = mapped_column(Text)
+    routes: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    record: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    record_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    model_version: Mapped[str | None] = mapped_column(String(128))
+    prediction_status: Mapped[str | None] = mapped_column(String(64))
+    # Copies of the machine scores used for ordering, so the queue is an index scan.
+    score_opus: Mapped[float | None] = mapped_column(Float, index=True)
+    score_gpt: Mapped[float | None] = mapped_column(Float, index=True)
+    score_max: Mapped[float | None] = mapped_column(Float, index=True)
+    score_spread: Mapped[float | None] = mapped_column(Float, index=True)
+    teacher_disagreement: Mapped[float | None] = mapped_column(Float, index=True)
+    threshold_uncertainty: Mapped[float | None] = mapped_column(Float, index=True)
+    status: Mapped[str] = mapped_column(
+        String(40), nullable=False, default=STATUS_UNVALIDATED, index=True
+    )
+    final_answers: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    validated_via: Mapped[str | None] = mapped_column(String(64))
+    is_gold: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    imported_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (CheckConstraint(f"status IN ({_in(STATUSES)})", name="status"),)
+
+
+class Prediction(Base):
+    """A work's machine output under one model_version; older versions are kept."""
+
+    __tablename__ = "predictions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    work_id: Mapped[str] = mapped_column(ForeignKey("works.id", ondelete="CASCADE"))
+    model_version: Mapped[str] = mapped_column(String(128), nullable=False)
+    prediction: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    machine_scores: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    imported_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("work_id", "model_version"),)
+
+
+class User(Base):
+    """A person with one role; deactivated users keep their labels."""
+
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), nullable=False, unique=True)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    password_hash: Mapped[str | None] = mapped_column(String(255))
+    active: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    failed_logins: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (CheckConstraint(f"role IN ({_in(ROLES)})", name="role"),)
+
+
+class AuthSession(Base):
+    """A login session, so a browser reload does not log the user out."""
+
+    __tablename__ = "auth_sessions"
+
+    token: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Campaign(Base):
+    """A labelling campaign: which works, in what order, how many labels each."""
+
+    __tablename__ = "campaigns"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), nullable=False, unique=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    filter: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    strategy: Mapped[str] = mapped_column(String(32), nullable=False, default="score_max")
+    sample: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    is_probability_sample: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    overlap: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    blind: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    questions: Mapped[list[Any] | None] = mapped_column(JSON)
+    lease_seconds: Mapped[int] = mapped_column(Integer, nullable=False, default=900)
+    rule: Mapped[str] = mapped_column(String(32), nullable=False, default="unanimous")
+    gold_rate: Mapped[float] = mapped_column(Float, nullable=False, default=0.0)
+    active: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True)
+    created_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (CheckConstraint("overlap >= 1", name="overlap_positive"),)
+
+
+class CampaignItem(Base):
+    """A work queued in a campaign, with its place and (for samples) inclusion probability."""
+
+    __tablename__ = "campaign_items"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
+    work_id: Mapped[str] = mapped_column(ForeignKey("works.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer, nullable=False)
+    stratum: Mapped[str | None] = mapped_column(String(64))
+    inclusion_prob: Mapped[float | None] = mapped_column(Float)
+    n_labels: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    done: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    is_gold: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "work_id"),
+        Index("ix_campaign_items_queue", "campaign_id", "done", "position"),
+    )
+
+
+class Lease(Base):
+    """A work held by one annotator until it expires; one holder per work at a time."""
+
+    __tablename__ = "leases"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
+    work_id: Mapped[str] = mapped_column(ForeignKey("works.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    leased_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime(), nullable=False)
+
+    __table_args__ = (
+        UniqueConstraint("campaign_id", "work_id"),
+        Index("ix_leases_user", "user_id", "campaign_id"),
+    )
+
+
+class Label(Base):
+    """One version of one annotator's answer on one work; rows are only ever added."""
+
+    __tablename__ = "labels"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
+    work_id: Mapped[str] = mapped_column(ForeignKey("works.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    version: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
+    answers: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    skipped: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    skip_reason: Mapped[str | None] = mapped_column(String(64))
+    flagged: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    note: Mapped[str | None] = mapped_column(Text)
+    confidence: Mapped[int | None] = mapped_column(Integer)
+    schema_hash: Mapped[str | None] = mapped_column(String(64))
+    scores_visible: Mapped[bool | None] = mapped_column(Boolean)
+    model_version: Mapped[str | None] = mapped_column(String(128))
+    time_on_item_ms: Mapped[int | None] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(16), nullable=False, default="app")
+    submission_id: Mapped[str | None] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        # The invariant behind "one label per annotator per work per round": a second
+        # concurrent first submit of the same version fails here instead of duplicating.
+        UniqueConstraint("campaign_id", "work_id", "user_id", "version"),
+        CheckConstraint("version >= 1", name="version_positive"),
+        Index("ix_labels_work", "work_id"),
+        Index("ix_labels_user", "user_id", "campaign_id"),
+    )
+
+
+class Adjudication(Base):
+    """A lead's final answer for a work, which validates it whatever the labels say."""
+
+    __tablename__ = "adjudications"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    work_id: Mapped[str] = mapped_column(ForeignKey("works.id", ondelete="CASCADE"), index=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaigns.id"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    answers: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class StatusEvent(Base):
+    """One change of a work's status: who, when, from what, to what, why."""
+
+    __tablename__ = "status_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    work_id: Mapped[str] = mapped_column(ForeignKey("works.id", ondelete="CASCADE"), index=True)
+    campaign_id: Mapped[int | None] = mapped_column(ForeignKey("campaigns.id"))
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    from_status: Mapped[str | None] = mapped_column(String(40))
+    to_status: Mapped[str] = mapped_column(String(40), nullable=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class AbstractCache(Base):
+    """An abstract fetched from OpenAlex, its absence, or a recent failure to fetch it."""
+
+    __tablename__ = "abstract_cache"
+
+    work_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    text: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    fetched_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    retry_after: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        CheckConstraint("state IN ('ok', 'absent', 'error')", name="state"),
+    )
+
+
+class ImportRun(Base):
+    """One run of a frame or labels import and its summary."""
+
+    __tablename__ = "import_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    path: Mapped[str] = mapped_column(Text, nullable=False)
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class Export(Base):
+    """One gold-set export and what it contained."""
+
+    __tablename__ = "exports"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    format: Mapped[str] = mapped_column(String(16), nullable=False)
+    filters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    path: Mapped[str | None] = mapped_column(Text)
+    row_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,0 +1,249 @@
+"""The `labeling` command: a thin click group over the labeling package."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from labeling.settings import Settings, get_settings
+
+EXIT_BAD_INPUT = 2
+EXIT_REJECTED = 3
+
+
+class Context:
+    """What every command needs: settings, an engine (migrated on demand), the schema."""
+
+    def __init__(self, db_url: str | None, schema_path: str | None) -> None:
+        settings = get_settings()
+        updates: dict[str, Any] = {}
+        if db_url:
+            updates["db_url"] = db_url
+        if schema_path:
+            updates["schema_path"] = Path(schema_path)
+        self.settings: Settings = settings.model_copy(update=updates) if updates else settings
+        self._engine = None
+
+    @property
+    def engine(self) -> Any:
+        """The database engine, migrated to the latest revision on first use."""
+        if self._engine is None:
+            from labeling.database import init_db
+
+            self._engine = init_db(self.settings.database_url, settings=self.settings)
+        return self._engine
+
+    def schema(self, path: str | None = None) -> Any:
+        """The label schema (exit 2 with the loader's message when it is malformed)."""
+        from labeling.schema import SchemaError, load_schema
+
+        try:
+            return load_schema(path or self.settings.schema_path)
+        except SchemaError as exc:
+            fail(str(exc), EXIT_BAD_INPUT)
+
+
+def fail(message: str, code: int = 1) -> None:
+    """Print an error to stderr and exit with `code`."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False, default=str))
+
+
+@click.group()
+@click.option("--db", "db_url", envvar=None, help="Database URL (default: LABELING_DB_URL).")
+@click.option("--schema", "schema_path", help="Schema file (default: LABELING_SCHEMA).")
+@click.version_option(package_name="labeling")
+@click.pass_context
+def main(ctx: click.Context, db_url: str | None, schema_path: str | None) -> None:
+    """Human validation of machine-classified scholarly works."""
+    ctx.obj = Context(db_url, schema_path)
+
+
+@main.command()
+@click.pass_obj
+def init(obj: Context) -> None:
+    """Create or upgrade the database (Alembic migrations to head)."""
+    from db.engine import current_revision
+
+    engine = obj.engine
+    url = engine.url.render_as_string(hide_password=True)
+    click.echo(f"database {url} at revision {current_revision(engine)}")
+
+
+@main.command("import-frame")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--schema", "schema_path", help="Schema file to check the frame against.")
+@click.option("--strict", is_flag=True, help="Abort on the first bad line; write nothing.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every rejected line and warning to this JSON Lines file.")
+@click.option("--batch-size", type=click.IntRange(1), default=None,
+              help="Records per transaction (default: LABELING_IMPORT_BATCH_SIZE).")
+@click.option("--workers", type=click.IntRange(0), default=None,
+              help="Parsing processes (default: 2 for large files).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_obj
+def import_frame_cmd(obj: Context, path: Path, schema_path: str | None, strict: bool,
+                     report_path: Path | None, batch_size: int | None, workers: int | None,
+                     as_json: bool) -> None:  # fmt: skip
+    """Import a frame (JSON Lines, plain or .gz): exit 0 all imported, 3 lines rejected."""
+    from labeling.frame import FrameReadError, import_frame
+
+    schema = obj.schema(schema_path)
+    try:
+        summary = import_frame(
+            obj.engine, path, schema, strict=strict, report_path=report_path,
+            batch_size=batch_size or obj.settings.import_batch_size, workers=workers,
+        )  # fmt: skip
+    except FrameReadError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    if as_json:
+        _echo_json(summary.as_dict())
+    else:
+        for p in summary.problems[:50]:
+            where = f"line {p.line}" + (f" ({p.work_id})" if p.work_id else "")
+            click.echo(f"{p.kind}: {where}: {p.reason}", err=True)
+        shown = min(50, len(summary.problems))
+        total = summary.rejected + summary.warnings
+        if total > shown:
+            hint = f"; see {report_path}" if report_path else "; use --report FILE for all"
+            click.echo(f"... {total - shown} more problems{hint}", err=True)
+        verdict = "aborted (--strict), nothing written" if summary.aborted else "done"
+        click.echo(
+            f"{verdict}: {summary.lines} lines, {summary.inserted} inserted, "
+            f"{summary.updated} updated, {summary.unchanged} unchanged, "
+            f"{summary.rejected} rejected, {summary.warnings} warnings"
+        )
+    sys.exit(summary.exit_code)
+
+
+@main.command("import-labels")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--campaign", help="Attach the labels to this campaign (created if missing).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_obj
+def import_labels_cmd(obj: Context, path: Path, campaign: str | None, as_json: bool) -> None:
+    """Import human labels (long CSV or JSONL: work_id, annotator, question, value)."""
+    from labeling.labels import LabelError, import_labels
+
+    schema = obj.schema()
+    try:
+        summary = import_labels(obj.engine, path, schema, campaign=campaign)
+    except (LabelError, OSError) as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    data = summary.as_dict() if hasattr(summary, "as_dict") else vars(summary)
+    if as_json:
+        _echo_json(data)
+    else:
+        for p in getattr(summary, "problems", [])[:50]:
+            click.echo(f"rejected: {p}", err=True)
+        click.echo(", ".join(f"{k}: {v}" for k, v in data.items() if k != "problems"))
+    sys.exit(EXIT_REJECTED if getattr(summary, "rejected", 0) else 0)
+
+
+@main.group()
+def users() -> None:
+    """Local accounts and roles."""
+
+
+@users.command("add")
+@click.argument("name")
+@click.option("--role", type=click.Choice(["annotator", "lead", "exporter", "admin"]),
+              required=True)
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+@click.pass_obj
+def users_add(obj: Context, name: str, role: str, password_stdin: bool) -> None:
+    """Add a user with a role (and a password read from stdin)."""
+    from labeling.users import UserError, add_user
+
+    password = None
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            fail("empty password on standard input", EXIT_BAD_INPUT)
+    try:
+        user = add_user(obj.engine, name, role, password)
+    except UserError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    click.echo(f"added {user.name} ({user.role})")
+
+
+@users.command("list")
+@click.pass_obj
+def users_list(obj: Context) -> None:
+    """List users with role and state."""
+    from labeling.users import list_users
+
+    for u in list_users(obj.engine):
+        click.echo(f"{u.name}\t{u.role}\t{'active' if u.active else 'inactive'}")
+
+
+@users.command("set-role")
+@click.argument("name")
+@click.argument("role", type=click.Choice(["annotator", "lead", "exporter", "admin"]))
+@click.pass_obj
+def users_set_role(obj: Context, name: str, role: str) -> None:
+    """Change a user's role."""
+    from labeling.users import UserError, set_role
+
+    try:
+        set_role(obj.engine, name, role)
+    except UserError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    click.echo(f"{name} is now {role}")
+
+
+@users.command("deactivate")
+@click.argument("name")
+@click.pass_obj
+def users_deactivate(obj: Context, name: str) -> None:
+    """Deactivate a user (their labels are kept)."""
+    from labeling.users import UserError, set_active
+
+    try:
+        set_active(obj.engine, name, False)
+    except UserError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    click.echo(f"{name} deactivated")
+
+
+@main.command()
+@click.option("--reset", is_flag=True, help="Delete the SQLite database first.")
+@click.pass_obj
+def demo(obj: Context, reset: bool) -> None:
+    """Build a demo database: a real sample frame, cached abstracts, one user per role."""
+    from labeling.demo import DEMO_PASSWORD, build_demo
+
+    if reset:
+        from labeling.demo import reset_sqlite
+
+        reset_sqlite(obj.settings.database_url)
+    report = build_demo(obj.engine, obj.schema())
+    click.echo(report)
+    click.echo(f"demo users (password '{DEMO_PASSWORD}'): annotator, annotator2, lead, "
+               "exporter, admin")  # fmt: skip
+
+
+@main.command()
+@click.option("--n", "n", type=click.IntRange(1), required=True, help="Number of records.")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.pass_obj
+def synth(obj: Context, n: int, out: Path, seed: int) -> None:
+    """Write a synthetic seed-shaped frame (deterministic for a seed), for benchmarks."""
+    from labeling.synth import write_synthetic_frame
+
+    written = write_synthetic_frame(out, n, seed=seed, schema=obj.schema())
+    click.echo(f"wrote {written} records to {out}")
+
+
+from labeling.cli_more import register  # noqa: E402  (commands of the later issues)
+
+register(main)

@@ -1,0 +1,40 @@
+"""The process's engines, one per URL, migrated on first use."""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import Engine
+
+from db.engine import make_engine, upgrade
+from labeling.settings import Settings, get_settings
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def get_engine(url: str | None = None, *, settings: Settings | None = None) -> Engine:
+    """The shared engine for `url` (default: the settings' URL), created on first use."""
+    settings = settings or get_settings()
+    url = url or settings.database_url
+    with _lock:
+        engine = _engines.get(url)
+        if engine is None:
+            engine = make_engine(url, busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+            _engines[url] = engine
+        return engine
+
+
+def init_db(url: str | None = None, *, settings: Settings | None = None) -> Engine:
+    """Apply all migrations and return the engine (safe to call on every start)."""
+    engine = get_engine(url, settings=settings)
+    upgrade(engine)
+    return engine
+
+
+def dispose_all() -> None:
+    """Close every pooled connection (tests and forked workers)."""
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()

@@ -1,0 +1,53 @@
+"""Shared page plumbing: the engine, the signed-in user, and the server-side role check."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from labeling import access
+from labeling.database import init_db
+from labeling.schema import Schema, load_schema
+from labeling.settings import get_settings
+from labeling.users import UserInfo, resolve_session
+
+
+@st.cache_resource(show_spinner=False)
+def _engine_for(url: str):  # noqa: ANN202 - an Engine; cached per URL for the process
+    return init_db(url)
+
+
+def engine():  # noqa: ANN201
+    """The process-wide engine for the configured database, migrated on first use."""
+    return _engine_for(get_settings().database_url)
+
+
+@st.cache_resource(show_spinner=False)
+def _schema_for(path: str) -> Schema:
+    return load_schema(path)
+
+
+def schema() -> Schema:
+    """The configured label schema."""
+    return _schema_for(str(get_settings().schema_path))
+
+
+def current_user() -> UserInfo | None:
+    """The user of this browser session, re-checked against the database on every run."""
+    token = st.session_state.get("auth_token")
+    if not token:
+        return None
+    user = resolve_session(
+        engine(), token, idle_minutes=get_settings().session_idle_minutes
+    )
+    if user is None:
+        st.session_state.pop("auth_token", None)
+    return user
+
+
+def require(page: str) -> UserInfo:
+    """Stop the script unless the signed-in user's role may open `page`."""
+    user = current_user()
+    if user is None or not access.can_open(user.role, page):
+        st.error("You do not have access to this page.")
+        st.stop()
+    return user

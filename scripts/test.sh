@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the tool with its test extras in .venv (and Chromium for the browser tests), then
+# run every test. Extra arguments go to pytest (e.g. -m pg, -k queue).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [[ ! -x /usr/bin/chromium ]]; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "note: /usr/bin/chromium is missing; browser tests will be skipped (apt-get install chromium)" >&2
+  fi
+fi
+[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+.venv/bin/ruff check .
+exec .venv/bin/python -m pytest "$@"
