@@ -48,6 +48,11 @@ def login_page() -> None:
         st.rerun()
 
 
+def logout() -> None:
+    """End the login session in the database and in this browser session."""
+    end_session(engine(), st.session_state.pop("auth_token", None))
+
+
 user = current_user()
 if user is None:
     nav = st.navigation([st.Page(login_page, title="Sign in", url_path="login")])
@@ -59,7 +64,5 @@ else:
     nav = st.navigation(available)
     with st.sidebar:
         st.caption(f"Signed in as **{user.name}** ({user.role})")
-        if st.button("Sign out", key="logout"):
-            end_session(engine(), st.session_state.pop("auth_token", None))
-            st.rerun()
+        st.button("Sign out", key="logout", on_click=logout)
 nav.run()
