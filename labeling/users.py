@@ -1,0 +1,403 @@
+"""Local accounts: argon2 password hashes, lockout after failed logins, login sessions."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+from sqlalchemy import Engine, delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.engine import read_session, write_session
+from db.models import ROLES, AuthSession, User, utcnow
+
+MAX_NAME_LENGTH = 128
+MAX_FAILED_LOGINS = 5
+LOCK_BASE_SECONDS = 30
+LOCK_MAX_SECONDS = 15 * 60
+TOUCH_INTERVAL = timedelta(minutes=1)
+GENERIC_AUTH_ERROR = "invalid name or password"
+
+_hasher = PasswordHasher()
+_dummy_hash: str | None = None
+
+
+class UserError(ValueError):
+    """A user operation that cannot be done; the message says why."""
+
+
+class AuthError(Exception):
+    """A failed login; `retry_after` is set (seconds) when the account is locked."""
+
+    def __init__(self, message: str, *, retry_after: int | None = None) -> None:
+        """Keep the message and the optional lock delay."""
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    """What the rest of the tool may know about a user (never the password hash)."""
+
+    id: int
+    name: str
+    role: str
+    active: bool
+
+
+def _info(user: User) -> UserInfo:
+    """The public view of a User row."""
+    return UserInfo(id=user.id, name=user.name, role=user.role, active=bool(user.active))
+
+
+def _clean_name(name: str) -> str:
+    """The stripped name, or UserError when empty or too long."""
+    if not isinstance(name, str):
+        raise UserError("user name must be a string")
+    cleaned = name.strip()
+    if not cleaned:
+        raise UserError("user name cannot be empty")
+    if len(cleaned) > MAX_NAME_LENGTH:
+        raise UserError(f"user name is longer than {MAX_NAME_LENGTH} characters")
+    return cleaned
+
+
+def _check_role(role: str) -> str:
+    """The role, or UserError when it is not one of ROLES."""
+    if role not in ROLES:
+        raise UserError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+    return role
+
+
+def _check_password(password: str) -> str:
+    """The password, or UserError when it is empty."""
+    if not isinstance(password, str) or not password:
+        raise UserError("password cannot be empty")
+    return password
+
+
+def _hash_token(token: str) -> str:
+    """The stored form of a session token (SHA-256 hex)."""
+    # Only a digest of the token is stored, so a copy of the database opens no session.
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _get_for_update(session: Session, name: str) -> User:
+    """The User row called name, locked for update (UserError when missing)."""
+    user = session.scalars(select(User).where(User.name == name).with_for_update()).first()
+    if user is None:
+        raise UserError(f"no user called {name!r}")
+    return user
+
+
+def _active_admins(session: Session) -> int:
+    """How many active admins there are."""
+    query = select(func.count()).select_from(User).where(User.role == "admin", User.active)
+    return int(session.scalar(query) or 0)
+
+
+def add_user(engine: Engine, name: str, role: str, password: str | None = None) -> UserInfo:
+    """Create a user; raise UserError on a bad name or role or when the name is taken.
+
+    Args:
+        engine: database engine.
+        name: login name (surrounding spaces are stripped; 1-128 characters).
+        role: one of db.models.ROLES.
+        password: initial password; None creates an account that cannot log in yet.
+    """
+    name = _clean_name(name)
+    _check_role(role)
+    pw_hash = _hasher.hash(_check_password(password)) if password is not None else None
+    try:
+        with write_session(engine) as session:
+            if session.scalars(select(User.id).where(User.name == name)).first() is not None:
+                raise UserError(f"a user called {name!r} already exists")
+            user = User(name=name, role=role, password_hash=pw_hash, active=True, failed_logins=0)
+            session.add(user)
+            session.flush()
+            return _info(user)
+    except IntegrityError as exc:  # another process added the same name meanwhile
+        raise UserError(f"a user called {name!r} already exists") from exc
+
+
+def list_users(engine: Engine) -> list[UserInfo]:
+    """All users, active or not, ordered by name.
+
+    Args:
+        engine: database engine.
+    """
+    with read_session(engine) as session:
+        return [_info(u) for u in session.scalars(select(User).order_by(User.name))]
+
+
+def get_user(engine: Engine, name: str) -> UserInfo | None:
+    """The user called `name`, or None.
+
+    Args:
+        engine: database engine.
+        name: login name (surrounding spaces are ignored).
+    """
+    with read_session(engine) as session:
+        user = session.scalars(select(User).where(User.name == name.strip())).first()
+        return _info(user) if user is not None else None
+
+
+def get_user_by_id(engine: Engine, user_id: int) -> UserInfo | None:
+    """The user with this id, or None.
+
+    Args:
+        engine: database engine.
+        user_id: primary key of the user.
+    """
+    with read_session(engine) as session:
+        user = session.get(User, user_id)
+        return _info(user) if user is not None else None
+
+
+def set_role(engine: Engine, name: str, role: str) -> UserInfo:
+    """Change a user's role; the last active admin cannot be demoted.
+
+    Args:
+        engine: database engine.
+        name: login name.
+        role: one of db.models.ROLES.
+    """
+    _check_role(role)
+    with write_session(engine) as session:
+        user = _get_for_update(session, name.strip())
+        if user.role == "admin" and role != "admin" and user.active:
+            if _active_admins(session) <= 1:
+                raise UserError("cannot demote the last active admin")
+        user.role = role
+        return _info(user)
+
+
+def set_active(engine: Engine, name: str, active: bool) -> UserInfo:
+    """Activate or deactivate a user; deactivation keeps labels and ends login sessions.
+
+    Args:
+        engine: database engine.
+        name: login name.
+        active: False to deactivate, True to reactivate.
+    """
+    with write_session(engine) as session:
+        user = _get_for_update(session, name.strip())
+        if not active and user.active and user.role == "admin":
+            if _active_admins(session) <= 1:
+                raise UserError("cannot deactivate the last active admin")
+        user.active = bool(active)
+        if not active:
+            session.execute(delete(AuthSession).where(AuthSession.user_id == user.id))
+        else:
+            user.failed_logins = 0
+            user.locked_until = None
+        return _info(user)
+
+
+def set_password(engine: Engine, name: str, password: str) -> None:
+    """Set a new password (argon2 hash); also clears a lockout.
+
+    Args:
+        engine: database engine.
+        name: login name.
+        password: the new password (non-empty).
+    """
+    pw_hash = _hasher.hash(_check_password(password))
+    with write_session(engine) as session:
+        user = _get_for_update(session, name.strip())
+        user.password_hash = pw_hash
+        user.failed_logins = 0
+        user.locked_until = None
+
+
+def lock_seconds(failed_logins: int) -> int:
+    """Lock delay after `failed_logins` consecutive failures (0 below the limit).
+
+    Args:
+        failed_logins: consecutive failures so far, including the latest.
+    """
+    if failed_logins < MAX_FAILED_LOGINS:
+        return 0
+    doublings = min(failed_logins - MAX_FAILED_LOGINS, 16)
+    return min(LOCK_MAX_SECONDS, LOCK_BASE_SECONDS * 2**doublings)
+
+
+def _now(now: datetime | None) -> datetime:
+    """`now` as aware UTC (naive means UTC), or the current time."""
+    if now is None:
+        return utcnow()
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+
+def _locked_error(locked_until: datetime, now: datetime) -> AuthError:
+    """The AuthError telling how many seconds the lock still lasts."""
+    wait = max(1, int((locked_until - now).total_seconds() + 0.999))
+    return AuthError(f"too many failed attempts, try again in {wait} s", retry_after=wait)
+
+
+def _verify(pw_hash: str | None, password: str) -> bool:
+    """Whether the password matches; a missing hash costs as much time and fails."""
+    global _dummy_hash
+    if pw_hash is None:
+        # Spend the same time as a real check so timing does not reveal the account.
+        if _dummy_hash is None:
+            _dummy_hash = _hasher.hash(secrets.token_urlsafe(16))
+        pw_hash = _dummy_hash
+        password = password + "\x00never"
+    try:
+        return _hasher.verify(pw_hash, password)
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+
+
+def authenticate(
+    engine: Engine, name: str, password: str, *, now: datetime | None = None
+) -> UserInfo:
+    """Check a name and password; return the user or raise AuthError.
+
+    The message never says whether the name exists, except that a locked account says so
+    and for how long. Five consecutive failures lock the account for 30 s, doubling with
+    each further failure up to 15 min; a success resets the count.
+
+    Args:
+        engine: database engine.
+        name: login name.
+        password: the password typed.
+        now: the current time (tests inject it); default utcnow().
+    """
+    now = _now(now)
+    name = name.strip() if isinstance(name, str) else ""
+    with read_session(engine) as session:
+        user = session.scalars(select(User).where(User.name == name)).first() if name else None
+        snapshot = (
+            (_info(user), user.password_hash, user.locked_until, user.failed_logins)
+            if user
+            else None
+        )
+    if snapshot is None:
+        _verify(None, password or "")
+        raise AuthError(GENERIC_AUTH_ERROR)
+    info, pw_hash, locked_until, failed = snapshot
+    user_id = info.id
+    if locked_until is not None and locked_until > now:
+        raise _locked_error(locked_until, now)
+    # The slow hash check runs outside any transaction so it never holds a write lock.
+    if not _verify(pw_hash, password or ""):
+        with write_session(engine) as session:
+            user = session.get(User, user_id, with_for_update=True)
+            if user is None:
+                raise AuthError(GENERIC_AUTH_ERROR)
+            user.failed_logins = (user.failed_logins or 0) + 1
+            delay = lock_seconds(user.failed_logins)
+            if delay:
+                user.locked_until = now + timedelta(seconds=delay)
+        if delay:
+            raise AuthError(
+                f"too many failed attempts, try again in {delay} s", retry_after=delay
+            )
+        raise AuthError(GENERIC_AUTH_ERROR)
+    if not info.active:
+        raise AuthError("this account is deactivated; ask an admin")
+    new_hash = _hasher.hash(password) if _hasher.check_needs_rehash(pw_hash) else None
+    if not failed and locked_until is None and new_hash is None:
+        return info  # nothing to change: a login costs no write
+    with write_session(engine) as session:
+        user = session.get(User, user_id, with_for_update=True)
+        if user is None:
+            raise AuthError(GENERIC_AUTH_ERROR)
+        user.failed_logins = 0
+        user.locked_until = None
+        if new_hash is not None and user.password_hash == pw_hash:
+            user.password_hash = new_hash
+        return _info(user)
+
+
+def create_session(engine: Engine, user_id: int, *, now: datetime | None = None) -> str:
+    """Open a login session for a user and return its secret token.
+
+    Args:
+        engine: database engine.
+        user_id: the user's id.
+        now: creation time (tests inject it); default utcnow().
+    """
+    now = _now(now)
+    token = secrets.token_urlsafe(32)
+    with write_session(engine) as session:
+        if session.get(User, user_id) is None:
+            raise UserError(f"no user with id {user_id}")
+        session.add(
+            AuthSession(token=_hash_token(token), user_id=user_id, created_at=now, last_seen=now)
+        )
+    return token
+
+
+def resolve_session(
+    engine: Engine, token: str | None, *, idle_minutes: int, now: datetime | None = None
+) -> UserInfo | None:
+    """The user of a live session, or None when unknown, expired or the user is inactive.
+
+    last_seen is written at most once a minute, so a rerun of the page costs no write.
+
+    Args:
+        engine: database engine.
+        token: the token create_session returned.
+        idle_minutes: a session unused for longer than this has expired.
+        now: the current time (tests inject it); default utcnow().
+    """
+    if not token:
+        return None
+    now = _now(now)
+    key = _hash_token(token)
+    with read_session(engine) as session:
+        row = session.execute(
+            select(AuthSession.last_seen, User)
+            .join(User, User.id == AuthSession.user_id)
+            .where(AuthSession.token == key)
+        ).first()
+        if row is None:
+            return None
+        last_seen, user = row
+        info = _info(user)
+    if not info.active or now - last_seen > timedelta(minutes=idle_minutes):
+        end_session(engine, token)
+        return None
+    if now - last_seen >= TOUCH_INTERVAL:
+        with write_session(engine) as session:
+            live = session.get(AuthSession, key)
+            if live is None:
+                return None
+            if live.last_seen < now:
+                live.last_seen = now
+    return info
+
+
+def end_session(engine: Engine, token: str | None) -> None:
+    """Log out: delete the session (no error when it does not exist).
+
+    Args:
+        engine: database engine.
+        token: the token create_session returned.
+    """
+    if not token:
+        return
+    with write_session(engine) as session:
+        session.execute(delete(AuthSession).where(AuthSession.token == _hash_token(token)))
+
+
+def purge_sessions(engine: Engine, *, idle_minutes: int, now: datetime | None = None) -> int:
+    """Delete every session idle for longer than `idle_minutes`; return how many.
+
+    Args:
+        engine: database engine.
+        idle_minutes: the idle limit of resolve_session.
+        now: the current time (tests inject it); default utcnow().
+    """
+    cutoff = _now(now) - timedelta(minutes=idle_minutes)
+    with write_session(engine) as session:
+        result = session.execute(delete(AuthSession).where(AuthSession.last_seen < cutoff))
+        return int(result.rowcount or 0)
