@@ -10,7 +10,6 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from labeling import access
-
 from labeling.database import dispose_all
 from labeling.settings import get_settings
 
