@@ -22,7 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Run as a script, bench/ is sys.path[0], where bench/queue.py would shadow the stdlib queue.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
 
 from labeling.agreement import QuestionSpec, agreement_report  # noqa: E402
 

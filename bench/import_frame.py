@@ -23,6 +23,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = HERE / "out"
+# Run as a script, bench/ is sys.path[0], where bench/queue.py would shadow the stdlib queue
+# (which multiprocessing needs).
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(ROOT))
 
 CHILD = r"""
 import json, resource, sys, time

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +13,11 @@ import orjson
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+try:  # POSIX only; elsewhere SQLite's own busy handler is the only queue
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
@@ -81,24 +88,65 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(bind=engine, expire_on_commit=False)
 
 
-@contextmanager
-def write_session(engine: Engine) -> Iterator[Session]:
-    """One write transaction: immediate on SQLite, committed on success, rolled back on error."""
-    conn_opts = {"sqlite_immediate": True} if is_sqlite(engine) else {}
-    with engine.connect().execution_options(**conn_opts) as conn:
-        with Session(bind=conn, expire_on_commit=False) as session:
-            with conn.begin():
-                yield session
-                session.flush()
+_lock_files = threading.local()
+if hasattr(os, "register_at_fork"):  # a forked child must not share its parent's lock file
+    os.register_at_fork(after_in_child=lambda: _lock_files.__dict__.clear())
+
+
+class _LockFile:
+    """An open lock file, closed when its thread's storage is collected."""
+
+    def __init__(self, path: str) -> None:
+        """Open (or create) the lock file."""
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o664)
+
+    def __del__(self) -> None:
+        """Close the descriptor (which also drops any lock it holds)."""
+        os.close(self.fd)
+
+
+def _writer_lock_fd(engine: Engine) -> int | None:
+    """This thread's descriptor of the SQLite writers' lock file, or None when not used."""
+    database = engine.url.database if is_sqlite(engine) else None
+    if fcntl is None or not database or database == ":memory:":
+        return None
+    path = f"{database}-writelock"
+    files = _lock_files.__dict__.setdefault("files", {})
+    if path not in files:
+        files[path] = _LockFile(path)
+    return files[path].fd
 
 
 @contextmanager
 def write_connection(engine: Engine) -> Iterator[Connection]:
-    """A Core connection in one write transaction (immediate on SQLite)."""
+    """A Core connection in one write transaction (immediate on SQLite).
+
+    On a SQLite file, writers first queue on an OS lock next to the file: SQLite's busy
+    handler makes a waiting writer sleep and poll (up to 100 ms at a time), so under
+    contention one process can starve for seconds, while a blocking flock wakes the next
+    writer as soon as the lock is free. The pooled connection is taken before queueing, so
+    the lock is held only for the transaction itself.
+    """
     conn_opts = {"sqlite_immediate": True} if is_sqlite(engine) else {}
+    fd = _writer_lock_fd(engine)
     with engine.connect().execution_options(**conn_opts) as conn:
-        with conn.begin():
-            yield conn
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            with conn.begin():
+                yield conn
+        finally:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    """One write transaction as an ORM session (see write_connection)."""
+    with write_connection(engine) as conn:
+        with Session(bind=conn, expire_on_commit=False) as session:
+            yield session
+            session.flush()
 
 
 @contextmanager

@@ -1,0 +1,594 @@
+"""Campaigns: which works are queued, in what order, with what sample design and rule."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, false, func, insert, literal, null, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.engine import read_session, write_session
+from db.models import STATUSES, Campaign, CampaignItem, Label, Lease, Work, utcnow
+from labeling.schema import Schema
+from labeling.validation import RULES
+
+SCORE_STRATEGIES = (
+    "score_opus",
+    "score_gpt",
+    "score_max",
+    "score_spread",
+    "teacher_disagreement",
+    "threshold_uncertainty",
+)
+SAMPLE_STRATEGIES = ("random", "stratified")
+MANUAL = "manual"
+STRATEGIES = (*SCORE_STRATEGIES, *SAMPLE_STRATEGIES, MANUAL)
+DEFAULT_BINS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+ALLOCATIONS = ("proportional", "equal")
+FILTER_KEYS = ("status", "field", "year_min", "year_max", "routes", *SCORE_STRATEGIES)
+_CHUNK = 5_000
+
+
+class CampaignError(ValueError):
+    """A campaign that cannot be created or found; the message says why."""
+
+
+@dataclass(frozen=True)
+class CampaignInfo:
+    """A campaign row, detached from the session, with its queue counts."""
+
+    id: int
+    name: str
+    description: str | None
+    strategy: str
+    filter: dict[str, Any] | None
+    sample: dict[str, Any] | None
+    is_probability_sample: bool
+    overlap: int
+    blind: bool
+    questions: tuple[str, ...] | None
+    lease_seconds: int
+    rule: str
+    gold_rate: float
+    active: bool
+    created_by: int | None
+    created_at: datetime
+    n_items: int = 0
+    n_done: int = 0
+
+
+def _info(c: Campaign, n_items: int = 0, n_done: int = 0) -> CampaignInfo:
+    """The detached view of a Campaign row with its counts."""
+    return CampaignInfo(
+        id=c.id, name=c.name, description=c.description, strategy=c.strategy,
+        filter=c.filter, sample=c.sample, is_probability_sample=c.is_probability_sample,
+        overlap=c.overlap, blind=c.blind,
+        questions=tuple(c.questions) if c.questions else None,
+        lease_seconds=c.lease_seconds, rule=c.rule, gold_rate=c.gold_rate, active=c.active,
+        created_by=c.created_by, created_at=c.created_at,
+        n_items=int(n_items or 0), n_done=int(n_done or 0),
+    )
+
+
+def _number(value: Any, what: str) -> float | None:
+    """A filter bound as a float (None stays None); CampaignError when not a number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise CampaignError(f"filter '{what}': {value!r} is not a number")
+    return float(value)
+
+
+def validate_filter(filter: dict[str, Any] | None) -> dict[str, Any]:
+    """Check a campaign filter and return a normalised copy ({} when None).
+
+    Args:
+        filter: keys status (list), field (list), year_min, year_max, routes
+            ({route: bool}) and score ranges ({"score_max": [lo, hi]}, either end None).
+    """
+    if filter is None:
+        return {}
+    if not isinstance(filter, dict):
+        raise CampaignError("the filter must be a mapping")
+    out: dict[str, Any] = {}
+    for key, value in filter.items():
+        if key not in FILTER_KEYS:
+            raise CampaignError(
+                f"unknown filter key '{key}': expected one of {', '.join(FILTER_KEYS)}"
+            )
+        if key in ("status", "field"):
+            values = [value] if isinstance(value, str) else value
+            if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
+                raise CampaignError(f"filter '{key}' must be a list of strings")
+            if key == "status":
+                bad = [v for v in values if v not in STATUSES]
+                if bad:
+                    raise CampaignError(f"filter 'status': unknown statuses {', '.join(bad)}")
+            out[key] = list(values)
+        elif key in ("year_min", "year_max"):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise CampaignError(f"filter '{key}' must be a whole year, not {value!r}")
+            out[key] = value
+        elif key == "routes":
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and k.isidentifier() and isinstance(v, bool)
+                for k, v in value.items()
+            ):
+                raise CampaignError("filter 'routes' must map route names to true/false")
+            out[key] = dict(value)
+        else:
+            if not isinstance(value, list | tuple) or len(value) != 2:
+                raise CampaignError(f"filter '{key}' must be a range [low, high]")
+            lo, hi = _number(value[0], key), _number(value[1], key)
+            if lo is not None and hi is not None and lo > hi:
+                raise CampaignError(f"filter '{key}': low {lo} is above high {hi}")
+            out[key] = [lo, hi]
+    if out.get("year_min", -math.inf) > out.get("year_max", math.inf):
+        raise CampaignError("filter: year_min is after year_max")
+    return out
+
+
+def filter_clauses(filter: dict[str, Any]) -> list[Any]:
+    """SQL conditions on the works table for a validated filter."""
+    clauses: list[Any] = []
+    if "status" in filter:
+        clauses.append(Work.status.in_(filter["status"]))
+    if "field" in filter:
+        clauses.append(Work.field.in_(filter["field"]))
+    if "year_min" in filter:
+        clauses.append(Work.year >= filter["year_min"])
+    if "year_max" in filter:
+        clauses.append(Work.year <= filter["year_max"])
+    for route, wanted in filter.get("routes", {}).items():
+        clauses.append(func.coalesce(Work.routes[route].as_boolean(), false()) == wanted)
+    for col in SCORE_STRATEGIES:
+        if col in filter:
+            lo, hi = filter[col]
+            column = getattr(Work, col)
+            clauses.append(column.is_not(None))
+            if lo is not None:
+                clauses.append(column >= lo)
+            if hi is not None:
+                clauses.append(column <= hi)
+    return clauses
+
+
+def validate_bins(bins: Sequence[float] | None) -> list[float]:
+    """Stratum edges: at least two strictly increasing numbers (default DEFAULT_BINS)."""
+    edges = list(DEFAULT_BINS if bins is None else bins)
+    if len(edges) < 2 or not all(isinstance(b, int | float) for b in edges):
+        raise CampaignError("bins must be a list of at least two numbers")
+    if any(b >= a for a, b in zip(edges[1:], edges[:-1], strict=True)):
+        raise CampaignError("bins must be strictly increasing")
+    return [float(b) for b in edges]
+
+
+def stratum_labels(bins: Sequence[float], column: str = "score_max") -> list[str]:
+    """Names of the strata for bin edges, e.g. "score_max[0.30,0.50)"; the last is closed."""
+    n = len(bins) - 1
+    return [
+        f"{column}[{bins[i]:.2f},{bins[i + 1]:.2f}{']' if i == n - 1 else ')'}" for i in range(n)
+    ]
+
+
+def assign_strata(scores: np.ndarray, bins: Sequence[float]) -> np.ndarray:
+    """Stratum index of each score: 0..len(bins)-2, -1 for missing or out-of-range scores."""
+    edges = np.asarray(bins, dtype=float)
+    idx = np.searchsorted(edges, scores, side="right") - 1
+    idx = np.where(scores == edges[-1], len(edges) - 2, idx)
+    bad = np.isnan(scores) | (scores < edges[0]) | (scores > edges[-1])
+    return np.where(bad, -1, idx)
+
+
+def _fill(sizes: list[int], targets: list[float], n: int) -> list[int]:
+    """Round targets to whole sizes (at least 1 per non-empty stratum) summing to n."""
+    pairs = zip(sizes, targets, strict=True)
+    alloc = [min(s, max(1, math.floor(t))) if s > 0 else 0 for s, t in pairs]
+    while sum(alloc) < n:
+        i = max((i for i in range(len(sizes)) if alloc[i] < sizes[i]),
+                key=lambda i: (targets[i] - alloc[i], -i))
+        alloc[i] += 1
+    while sum(alloc) > n:
+        i = max((i for i in range(len(sizes)) if alloc[i] > 1),
+                key=lambda i: (alloc[i] - targets[i], -i))
+        alloc[i] -= 1
+    return alloc
+
+
+def allocate(sizes: Sequence[int], n: int | None, allocation: str | int) -> list[int]:
+    """Sample size per stratum.
+
+    Args:
+        sizes: population size N_h of each stratum.
+        n: total sample size (not needed when allocation is a number per stratum).
+        allocation: "proportional" (n_h proportional to N_h, at least 1 per non-empty
+            stratum), "equal" (same n_h everywhere, what small strata cannot take goes to the
+            others) or an int (that many per stratum, all of a smaller stratum).
+    """
+    sizes = [int(s) for s in sizes]
+    if isinstance(allocation, int) and not isinstance(allocation, bool):
+        if allocation < 1:
+            raise CampaignError("n per stratum must be at least 1")
+        return [min(allocation, s) for s in sizes]
+    if allocation not in ALLOCATIONS:
+        raise CampaignError(
+            f"unknown allocation {allocation!r}: use proportional, equal or a number per stratum"
+        )
+    total, nonempty = sum(sizes), sum(1 for s in sizes if s > 0)
+    if n is None or n < 1:
+        raise CampaignError("a stratified sample needs a sample_size of at least 1")
+    if n > total:
+        raise CampaignError(f"sample of {n} is bigger than the population of {total} works")
+    if n < nonempty:
+        raise CampaignError(f"sample of {n} is smaller than the {nonempty} non-empty strata")
+    if allocation == "proportional":
+        return _fill(sizes, [n * s / total for s in sizes], n)
+    targets = [0.0] * len(sizes)
+    open_ = {i for i, s in enumerate(sizes) if s > 0}
+    rest = float(n)
+    while open_:
+        share = rest / len(open_)
+        capped = {i for i in open_ if sizes[i] <= share}
+        if not capped:
+            for i in open_:
+                targets[i] = share
+            break
+        for i in capped:
+            targets[i] = float(sizes[i])
+            rest -= sizes[i]
+        open_ -= capped
+    return _fill(sizes, targets, n)
+
+
+def _population(session: Session, filter: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Ids and score_max of the filtered works, in id order (NaN for no score)."""
+    rows = session.execute(
+        select(Work.id, Work.score_max).where(*filter_clauses(filter)).order_by(Work.id)
+    ).all()
+    ids = np.array([r[0] for r in rows], dtype=object)
+    scores = np.array([np.nan if r[1] is None else r[1] for r in rows], dtype=float)
+    return ids, scores
+
+
+def _draw(
+    session: Session, filter: dict[str, Any], strategy: str, n: int | None,
+    allocation: str | int, bins: list[float], seed: int,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Draw a random or stratified sample: item rows in a seeded random order, and the design."""
+    ids, scores = _population(session, filter)
+    total = len(ids)
+    rng = np.random.default_rng(seed)
+    design: dict[str, Any] = {"design": strategy, "seed": seed, "N": total}
+    if strategy == "random":
+        if n is None or n < 1:
+            raise CampaignError("a random sample needs a sample_size of at least 1")
+        if n > total:
+            raise CampaignError(f"sample of {n} is bigger than the population of {total} works")
+        picked = rng.choice(total, size=n, replace=False)
+        strata = [None] * n
+        probs = [n / total] * n
+        design["n"] = n
+    else:
+        idx = assign_strata(scores, bins)
+        labels = stratum_labels(bins)
+        if (idx == -1).any():
+            labels.append("score_max[missing or out of range]")
+            idx = np.where(idx == -1, len(labels) - 1, idx)
+        sizes = [int((idx == h).sum()) for h in range(len(labels))]
+        alloc = allocate(sizes, n, allocation)
+        parts, strata, probs, table = [], [], [], []
+        for h, (size, n_h) in enumerate(zip(sizes, alloc, strict=True)):
+            if size == 0:
+                continue
+            members = np.flatnonzero(idx == h)
+            parts.append(members[rng.choice(size, size=n_h, replace=False)])
+            strata += [labels[h]] * n_h
+            probs += [n_h / size] * n_h
+            table.append({"stratum": labels[h], "N_h": size, "n_h": n_h,
+                          "inclusion_prob": n_h / size})
+        picked = np.concatenate(parts) if parts else np.array([], dtype=int)
+        design.update(n=int(sum(alloc)), bins=bins, allocation=allocation, strata=table)
+    order = rng.permutation(len(picked))
+    rows = [
+        {"work_id": ids[picked[j]], "position": pos + 1, "stratum": strata[j],
+         "inclusion_prob": probs[j]}
+        for pos, j in enumerate(order)
+    ]
+    return rows, design
+
+
+def _materialise_order(
+    session: Session, campaign_id: int, filter: dict[str, Any], strategy: str, n: int | None
+) -> None:
+    """INSERT ... SELECT the filtered works in score order (ROW_NUMBER for positions)."""
+    column = getattr(Work, strategy)
+    rank = func.row_number().over(order_by=(column.desc().nulls_last(), Work.id))
+    ranked = select(Work.id.label("work_id"), rank.label("position")).where(
+        *filter_clauses(filter)
+    )
+    if n is not None:
+        sub = ranked.subquery()
+        ranked = select(sub.c.work_id, sub.c.position).where(sub.c.position <= n)
+    sub = ranked.subquery()
+    source = select(
+        literal(campaign_id), sub.c.work_id, sub.c.position, null(), null(),
+        literal(0), false(), false(),
+    )
+    cols = ["campaign_id", "work_id", "position", "stratum", "inclusion_prob",
+            "n_labels", "done", "is_gold"]
+    session.execute(insert(CampaignItem).from_select(cols, source))
+
+
+def create_campaign(
+    engine: Engine,
+    *,
+    name: str,
+    strategy: str = "score_max",
+    filter: dict[str, Any] | None = None,
+    overlap: int = 1,
+    blind: bool = False,
+    questions: Sequence[str] | None = None,
+    lease_seconds: int = 900,
+    sample_size: int | None = None,
+    allocation: str | int = "proportional",
+    bins: Sequence[float] | None = None,
+    seed: int = 0,
+    rule: str = "unanimous",
+    gold_rate: float = 0.0,
+    created_by: int | None = None,
+    description: str | None = None,
+    schema: Schema | None = None,
+) -> CampaignInfo:
+    """Create a campaign and materialise its queue, all in one transaction.
+
+    Args:
+        engine: the database.
+        name: unique campaign name.
+        strategy: a score order (score_opus, score_gpt, score_max, score_spread,
+            teacher_disagreement, threshold_uncertainty: descending, ties by work id), a
+            probability sample ("random", "stratified") or "manual" (empty; items added later).
+        filter: which works (see validate_filter); None = every work.
+        overlap: independent labels wanted per work (k of the rule).
+        blind: hide machine scores until the label is submitted.
+        questions: names of the schema questions asked (None = all).
+        lease_seconds: how long a claimed work stays with its annotator.
+        sample_size: sample size for samples; for score orders, keep only the top n.
+        allocation: stratified allocation: "proportional", "equal" or n per stratum.
+        bins: score_max edges of the strata (default DEFAULT_BINS).
+        seed: random seed of the draw and of the queue order of samples.
+        rule: validation rule, "unanimous" or "majority".
+        gold_rate: probability of offering a gold work instead of the next one.
+        created_by: user id of the lead.
+        description: free text.
+        schema: when given, question names are checked against it.
+    """
+    if not isinstance(name, str) or not name.strip() or len(name) > 128:
+        raise CampaignError("a campaign needs a name of 1 to 128 characters")
+    if strategy not in STRATEGIES:
+        known = ", ".join(STRATEGIES)
+        raise CampaignError(f"unknown strategy {strategy!r}: expected one of {known}")
+    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
+        raise CampaignError(f"overlap must be a whole number of at least 1, not {overlap!r}")
+    if rule not in RULES:
+        raise CampaignError(f"unknown rule {rule!r}: expected one of {', '.join(RULES)}")
+    if not 0.0 <= float(gold_rate) <= 1.0:
+        raise CampaignError("gold_rate must be between 0 and 1")
+    if int(lease_seconds) < 1:
+        raise CampaignError("lease_seconds must be at least 1")
+    if sample_size is not None and (isinstance(sample_size, bool) or int(sample_size) < 1):
+        raise CampaignError("sample_size must be at least 1")
+    if strategy == "random" and sample_size is None:
+        raise CampaignError("a random sample needs sample_size")
+    if strategy == "stratified" and sample_size is None and not isinstance(allocation, int):
+        raise CampaignError("a stratified sample needs sample_size (or n per stratum)")
+    if questions is not None:
+        questions = list(questions)
+        if not questions or not all(isinstance(q, str) for q in questions):
+            raise CampaignError("questions must be a non-empty list of question names")
+        if schema is not None:
+            unknown = [q for q in questions if q not in schema.names]
+            if unknown:
+                raise CampaignError(f"unknown questions: {', '.join(unknown)}")
+    clean = validate_filter(filter)
+    edges = validate_bins(bins) if strategy == "stratified" else None
+    try:
+        with write_session(engine) as session:
+            if session.execute(select(Campaign.id).where(Campaign.name == name)).first():
+                raise CampaignError(f"a campaign named '{name}' already exists")
+            # JSON columns are only set when there is a value: None would be stored as 'null'.
+            optional = {"filter": clean or None, "questions": questions}
+            row = Campaign(
+                name=name, description=description, strategy=strategy,
+                is_probability_sample=strategy in SAMPLE_STRATEGIES, overlap=overlap,
+                blind=blind, lease_seconds=int(lease_seconds), rule=rule,
+                gold_rate=float(gold_rate), active=True, created_by=created_by,
+                created_at=utcnow(), **{k: v for k, v in optional.items() if v is not None},
+            )
+            session.add(row)
+            session.flush()
+            if strategy in SCORE_STRATEGIES:
+                _materialise_order(session, row.id, clean, strategy, sample_size)
+            elif strategy in SAMPLE_STRATEGIES:
+                items, design = _draw(
+                    session, clean, strategy, sample_size, allocation, edges or [], seed
+                )
+                row.sample = design
+                for i in range(0, len(items), _CHUNK):
+                    chunk = [
+                        dict(r, campaign_id=row.id, n_labels=0, done=False, is_gold=False)
+                        for r in items[i : i + _CHUNK]
+                    ]
+                    session.execute(insert(CampaignItem), chunk)
+            campaign_id = row.id
+    except IntegrityError as exc:
+        raise CampaignError(f"a campaign named '{name}' already exists") from exc
+    return get_campaign(engine, campaign_id)
+
+
+def _counts(session: Session, campaign_ids: list[int]) -> dict[int, tuple[int, int]]:
+    """Items and done items per campaign."""
+    rows = session.execute(
+        select(
+            CampaignItem.campaign_id,
+            func.count(),
+            func.count().filter(CampaignItem.done),
+        )
+        .where(CampaignItem.campaign_id.in_(campaign_ids))
+        .group_by(CampaignItem.campaign_id)
+    ).all()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def find_campaign(engine: Engine, name_or_id: str | int) -> CampaignInfo | None:
+    """The campaign with this name (or id), or None."""
+    with read_session(engine) as session:
+        row = None
+        if isinstance(name_or_id, str):
+            row = session.execute(
+                select(Campaign).where(Campaign.name == name_or_id)
+            ).scalar_one_or_none()
+        if row is None and str(name_or_id).isdigit():
+            row = session.get(Campaign, int(name_or_id))
+        if row is None:
+            return None
+        n_items, n_done = _counts(session, [row.id]).get(row.id, (0, 0))
+        return _info(row, n_items, n_done)
+
+
+def get_campaign(engine: Engine, name_or_id: str | int) -> CampaignInfo:
+    """The campaign with this name or id; CampaignError when there is none.
+
+    Args:
+        engine: the database.
+        name_or_id: the campaign's name, or its id (int or digits).
+    """
+    info = find_campaign(engine, name_or_id)
+    if info is None:
+        raise CampaignError(f"no campaign named or numbered {name_or_id!r}")
+    return info
+
+
+def list_campaigns(engine: Engine) -> list[CampaignInfo]:
+    """Every campaign, newest first, with item and done counts."""
+    with read_session(engine) as session:
+        rows = session.execute(select(Campaign).order_by(Campaign.id.desc())).scalars().all()
+        counts = _counts(session, [r.id for r in rows]) if rows else {}
+        return [_info(r, *counts.get(r.id, (0, 0))) for r in rows]
+
+
+def get_or_create_campaign(engine: Engine, name: str, **defaults: Any) -> CampaignInfo:
+    """The campaign called `name`, created with `defaults` (see create_campaign) if missing."""
+    found = find_campaign(engine, name)
+    if found is not None and found.name == name:
+        return found
+    try:
+        return create_campaign(engine, name=name, **defaults)
+    except CampaignError:
+        found = find_campaign(engine, name)
+        if found is None:
+            raise
+        return found
+
+
+def set_active(engine: Engine, campaign_id: int, active: bool) -> None:
+    """Open or close a campaign (a closed campaign serves no more work)."""
+    with write_session(engine) as session:
+        row = session.get(Campaign, campaign_id)
+        if row is None:
+            raise CampaignError(f"no campaign numbered {campaign_id}")
+        row.active = active
+
+
+def add_items(
+    session: Session, campaign_id: int, work_ids: Sequence[str], *, is_gold: bool = False
+) -> int:
+    """Append works not yet in a campaign to the end of its queue; returns how many were added.
+
+    Args:
+        session: an open write session.
+        campaign_id: the campaign.
+        work_ids: works to add (ones already queued are left as they are).
+        is_gold: mark the new items as gold checks.
+    """
+    wanted = list(dict.fromkeys(work_ids))
+    present: set[str] = set()
+    for i in range(0, len(wanted), 500):
+        present |= set(session.execute(
+            select(CampaignItem.work_id).where(
+                CampaignItem.campaign_id == campaign_id,
+                CampaignItem.work_id.in_(wanted[i : i + 500]),
+            )
+        ).scalars())
+    new = [w for w in wanted if w not in present]
+    if not new:
+        return 0
+    top = session.execute(
+        select(func.coalesce(func.max(CampaignItem.position), 0)).where(
+            CampaignItem.campaign_id == campaign_id
+        )
+    ).scalar_one()
+    session.execute(insert(CampaignItem), [
+        {"campaign_id": campaign_id, "work_id": w, "position": top + i + 1, "n_labels": 0,
+         "done": False, "is_gold": is_gold}
+        for i, w in enumerate(new)
+    ])
+    return len(new)
+
+
+def campaign_progress(engine: Engine, campaign_id: int, *, now: datetime | None = None) -> dict:
+    """Counts for a lead's progress view.
+
+    Args:
+        engine: the database.
+        campaign_id: the campaign.
+        now: the clock for "in progress" (unexpired leases); default now.
+
+    Returns:
+        {"items", "done", "remaining", "labels" (counted towards overlap), "skips",
+        "in_progress", "annotators", "gold_items", "fraction_done"}.
+    """
+    now = now or utcnow()
+    with read_session(engine) as session:
+        items, done, labels, gold = session.execute(
+            select(
+                func.count(),
+                func.count().filter(CampaignItem.done),
+                func.coalesce(func.sum(CampaignItem.n_labels), 0),
+                func.count().filter(CampaignItem.is_gold),
+            ).where(CampaignItem.campaign_id == campaign_id)
+        ).one()
+        in_progress = session.execute(
+            select(func.count()).select_from(Lease).where(
+                Lease.campaign_id == campaign_id, Lease.expires_at > now
+            )
+        ).scalar_one()
+        latest = (
+            select(Label.work_id, Label.user_id, func.max(Label.version).label("v"))
+            .where(Label.campaign_id == campaign_id)
+            .group_by(Label.work_id, Label.user_id)
+            .subquery()
+        )
+        skips = session.execute(
+            select(func.count()).select_from(Label).join(
+                latest,
+                (Label.work_id == latest.c.work_id)
+                & (Label.user_id == latest.c.user_id)
+                & (Label.version == latest.c.v),
+            ).where(Label.campaign_id == campaign_id, Label.skipped)
+        ).scalar_one()
+        annotators = session.execute(
+            select(func.count(func.distinct(Label.user_id))).where(
+                Label.campaign_id == campaign_id
+            )
+        ).scalar_one()
+    return {
+        "items": items, "done": done, "remaining": items - done, "labels": int(labels),
+        "skips": skips, "in_progress": in_progress, "annotators": annotators,
+        "gold_items": gold, "fraction_done": (done / items) if items else 0.0,
+    }
