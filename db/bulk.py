@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -37,27 +38,52 @@ def _encoder(column: Any, dialect: str) -> Any:
     return None
 
 
+def _memo(encode: Any) -> Any:
+    """Wrap an encoder so a value repeated row after row (a batch timestamp) is encoded once."""
+    last: list[Any] = [object(), None]
+
+    def encode_memo(value: Any) -> Any:
+        if value is not last[0]:
+            last[0], last[1] = value, encode(value)
+        return last[1]
+
+    return encode_memo
+
+
 def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
     """Insert many rows (dicts with the same keys) into `table` inside the caller's transaction."""
     if not rows:
         return
     keys = list(rows[0])
-    # Python-side column defaults (status, flags) are applied here as the ORM would.
-    defaults = {}
+    # Python-side column defaults (status, flags) are applied here as the ORM would; they
+    # are the same for every row, so they are encoded once and appended to each tuple.
+    extra_keys: list[str] = []
+    extra_values: list[Any] = []
+    dialect = conn.dialect.name
     for col in table.columns:
         if col.name in keys or col.default is None or col.primary_key:
             continue
         default = col.default
-        defaults[col.name] = default.arg(None) if default.is_callable else default.arg
-    if defaults:
-        rows = [{**row, **defaults} for row in rows]
-        keys += list(defaults)
-    dialect = conn.dialect.name
-    encoders = [_encoder(table.c[k], dialect) for k in keys]
-    tuples = [
-        tuple(enc(row[k]) if enc else row[k] for k, enc in zip(keys, encoders, strict=True))
-        for row in rows
+        value = default.arg(None) if default.is_callable else default.arg
+        enc = _encoder(col, dialect)
+        extra_keys.append(col.name)
+        extra_values.append(enc(value) if enc else value)
+    getter = itemgetter(*keys)
+    tuples = [getter(row) for row in rows] if len(keys) > 1 else [(getter(r),) for r in rows]
+    encoders = [
+        (i, _memo(enc)) for i, k in enumerate(keys) if (enc := _encoder(table.c[k], dialect))
     ]
+    if encoders or extra_values:
+        tail = tuple(extra_values)
+        converted = []
+        for t in tuples:
+            if encoders:
+                t = list(t)
+                for i, enc in encoders:
+                    t[i] = enc(t[i])
+            converted.append(tuple(t) + tail)
+        tuples = converted
+    keys += extra_keys
     cols = ", ".join(f'"{k}"' for k in keys)
     dbapi_conn = conn.connection.driver_connection
     if dialect == "postgresql":

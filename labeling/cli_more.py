@@ -73,7 +73,7 @@ def campaigns_create(obj: Any, name: str, strategy: str, overlap: int, blind: bo
             obj.engine, name=name, strategy=strategy, filter=filt, overlap=overlap, blind=blind,
             questions=[q.strip() for q in questions.split(",")] if questions else None,
             lease_seconds=int(lease_minutes * 60), sample_size=sample_size, allocation=alloc,
-            bins=edges, seed=seed, rule=rule, gold_rate=gold_rate,
+            bins=edges, seed=seed, rule=rule, gold_rate=gold_rate, schema=obj.schema(),
         )  # fmt: skip
     except CampaignError as exc:
         _fail(str(exc))

@@ -225,6 +225,8 @@ def import_frame(
         disable=None if progress is None else not progress,
     )  # fmt: skip
     run_id = _start_run(engine, path)
+    ensure_work_indexes(engine)
+    deferred = _defer_indexes(engine) if (size >= PARALLEL_MIN_BYTES and not strict) else []
     pool = None
     if workers > 0:
         pool = ProcessPoolExecutor(
@@ -245,6 +247,8 @@ def import_frame(
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        if deferred:
+            ensure_work_indexes(engine)
         bar.close()
         reporter.close()
     _finish_run(engine, run_id, summary)
@@ -393,6 +397,29 @@ def _keep_superseded_prediction(
                 imported_at=now,
             )
         )
+
+
+def ensure_work_indexes(engine: Engine) -> None:
+    """Create any missing index of the works table (one a killed bulk load left dropped)."""
+    with write_connection(engine) as conn:
+        for index in Work.__table__.indexes:
+            index.create(conn, checkfirst=True)
+
+
+def _defer_indexes(engine: Engine) -> list[Any]:
+    """Drop the works table's secondary indexes for a bulk load into an empty table.
+
+    Building an index once after the load is several times cheaper than updating nine
+    B-trees in random order for every row; the caller recreates them at the end (and
+    ensure_work_indexes does at the next start if this process is killed meanwhile).
+    """
+    with write_connection(engine) as conn:
+        if conn.execute(select(Work.id).limit(1)).first() is not None:
+            return []
+        indexes = list(Work.__table__.indexes)
+        for index in indexes:
+            index.drop(conn)
+    return indexes
 
 
 def _start_run(engine: Engine, path: Path) -> int:

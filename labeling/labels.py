@@ -535,12 +535,9 @@ def import_labels(
     """
     path = Path(path)
     started = utcnow()
-    info = (
-        find_campaign(engine, campaign) if campaign is not None
-        else get_or_create_campaign(engine, DEFAULT_IMPORT_CAMPAIGN, strategy=MANUAL)
-    )
-    if info is None:
-        raise LabelError(f"no campaign named or numbered {campaign!r}")
+    name = DEFAULT_IMPORT_CAMPAIGN if campaign is None else str(campaign)
+    # The issue's contract: a named campaign that does not exist yet is created.
+    info = find_campaign(engine, name) or get_or_create_campaign(engine, name, strategy=MANUAL)
     summary = LabelImportSummary(path=str(path), campaign=info.name)
     questions = {q.name: q for q in campaign_questions(info, schema)}
     groups = _group_rows(path, questions, summary)

@@ -362,7 +362,7 @@ def test_import_jsonl_gz_into_named_campaign_and_update(
 
 
 def test_import_bad_files(engine: Engine, schema: Schema, tmp_path: Path) -> None:
-    """Files without the columns, of unknown type, or for an unknown campaign are refused."""
+    """Files without the columns or of unknown type are refused; a new campaign is created."""
     bad = tmp_path / "labels.csv"
     bad.write_text("work,who\nW1,a\n", encoding="utf-8")
     with pytest.raises(LabelError, match="missing columns work_id, annotator, question, value"):
@@ -371,5 +371,9 @@ def test_import_bad_files(engine: Engine, schema: Schema, tmp_path: Path) -> Non
     other.write_text("", encoding="utf-8")
     with pytest.raises(LabelError, match="expected a .csv or .jsonl"):
         import_labels(engine, other, schema)
-    with pytest.raises(LabelError, match="no campaign"):
-        import_labels(engine, bad, schema, campaign="nope")
+    with pytest.raises(LabelError, match="missing columns"):
+        import_labels(engine, bad, schema, campaign="fresh")
+    from labeling.campaigns import find_campaign
+
+    created = find_campaign(engine, "fresh")
+    assert created is not None and created.strategy == "manual"
