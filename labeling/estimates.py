@@ -1,0 +1,424 @@
+"""Design-based estimates for the whole frame from a probability sample (pure functions).
+
+Choices, in one place:
+
+- Design: stratified simple random sampling without replacement (a simple random sample is
+  one stratum). ``population`` gives N_h per stratum; the labelled units of stratum h are
+  treated as a simple random sample of it (units that were drawn but are not validated yet
+  are assumed missing at random *within* their stratum, so weights are N_h / n_h with n_h the
+  number of labelled units; the caller reports the response rate).
+- Prevalence: p = sum_h W_h p_h, W_h = N_h / N, with
+  V = sum_h W_h^2 (1 - n_h/N_h) p_h (1 - p_h) / (n_h - 1). A stratum with a single labelled
+  unit (and N_h > 1) has no variance estimate: it contributes the largest possible
+  W_h^2 (1 - f_h) * 0.25 (conservative) and the result says so in ``note``.
+- Interval: Korn-Graubard, i.e. Clopper-Pearson with the effective sample size
+  n* = p (1 - p) / V, times the degrees-of-freedom factor (t_{n-1} / t_{n-H})^2 as in R's
+  ``survey::svyciprop(method="beta")``, floored at 1. By default n* is *not* truncated at n
+  (``truncate=True`` gives the original truncation): stratification makes V smaller than the
+  simple-random-sampling variance, so n* > n is real information, and truncating it threw the
+  gain away (measured coverage 98% instead of 95% in the simulation test). When p is 0 or 1,
+  or V is 0, the exact Clopper-Pearson interval on the n labelled units is used. Never Wald.
+- Per stratum: p_h with a Wilson interval on n_h (statsmodels; ignores the finite-population
+  correction, so slightly conservative).
+- Precision T(y & R) / T(R) and recall T(y & R) / T(y) of a machine rule R: ratio estimators
+  with the linearised (Taylor) variance of stratified SRSWOR, residuals
+  z_i = (a_i - ratio * b_i) / T_b; interval by Korn-Graubard with n = the units in the
+  denominator's domain; refused, like the prevalence, while a stratum has no labelled unit.
+  No bootstrap: the linearisation reproduces the prevalence formula above exactly when b = 1,
+  costs nothing, and covered 95-97% in the simulation test.
+- Horvitz-Thompson total sum y_i / pi_i and Hajek mean sum w_i y_i / sum w_i from inclusion
+  probabilities, with the same stratified variance (N_h estimated as the sum of weights).
+- A score-ordered queue is not a probability sample: ``estimability`` refuses plainly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from statsmodels.stats.proportion import proportion_confint
+
+NOT_A_SAMPLE = "a score-ordered queue is not a probability sample: no frame estimate is possible"
+NOT_A_SAMPLE_MANUAL = (
+    "a hand-picked (manual) campaign is not a probability sample: no frame estimate is possible"
+)
+KG = "korn-graubard"
+CP = "clopper-pearson"
+WILSON = "wilson"
+
+
+@dataclass(frozen=True)
+class Estimability:
+    """Whether a campaign's labels support frame estimates, and if not, why."""
+
+    estimable: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ProportionEstimate:
+    """A proportion (prevalence, precision, recall) with its interval and the n it rests on."""
+
+    estimate: float | None
+    lo: float | None
+    hi: float | None
+    se: float | None
+    n: int
+    method: str
+    estimable: bool = True
+    reason: str | None = None
+    note: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-safe data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StratumEstimate:
+    """The prevalence in one stratum with its Wilson interval."""
+
+    stratum: str
+    N: int
+    n: int
+    positives: int
+    weight: float
+    estimate: float | None
+    lo: float | None
+    hi: float | None
+    method: str = WILSON
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-safe data."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PrevalenceResult:
+    """Frame prevalence and per-stratum prevalences."""
+
+    overall: ProportionEstimate
+    strata: list[StratumEstimate] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-safe data."""
+        return {"overall": self.overall.as_dict(), "strata": [s.as_dict() for s in self.strata]}
+
+
+def _num(x: float | None) -> float | None:
+    """A float, or None for None/NaN/inf (JSON has no NaN)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def estimability(is_probability_sample: bool, strategy: str | None = None) -> Estimability:
+    """Whether frame estimates are possible from a campaign.
+
+    Args:
+        is_probability_sample: the campaign drew a sample with known inclusion probabilities.
+        strategy: the campaign's strategy (only used to word the refusal).
+    """
+    if is_probability_sample:
+        return Estimability(True)
+    return Estimability(False, NOT_A_SAMPLE_MANUAL if strategy == "manual" else NOT_A_SAMPLE)
+
+
+def refusal(reason: str = NOT_A_SAMPLE, n: int = 0) -> ProportionEstimate:
+    """A ProportionEstimate that says plainly why there is no estimate."""
+    return ProportionEstimate(None, None, None, None, n, "none", estimable=False, reason=reason)
+
+
+def wilson(k: int, n: int, alpha: float = 0.05) -> tuple[float | None, float | None]:
+    """Wilson score interval for k successes in n (None, None when n = 0)."""
+    if n <= 0:
+        return None, None
+    lo, hi = proportion_confint(k, n, alpha=alpha, method="wilson")
+    return _num(max(0.0, lo)), _num(min(1.0, hi))
+
+
+def clopper_pearson(k: float, n: float, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Exact (beta) interval; k and n may be arrays and non-integer (effective counts)."""
+    k, n = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
+        hi = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
+    return np.nan_to_num(lo, nan=0.0), np.nan_to_num(hi, nan=1.0)
+
+
+def korn_graubard(
+    p: np.ndarray | float, var: np.ndarray | float, n: np.ndarray | float,
+    df: np.ndarray | float | None = None, alpha: float = 0.05, truncate: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Korn-Graubard interval(s) for design-based proportion(s); vectorised.
+
+    Args:
+        p: the estimated proportion(s).
+        var: their design variance(s).
+        n: the number of labelled units each rests on (exact interval on n when p is 0 or 1).
+        df: design degrees of freedom (n - number of strata); None = n - 1 (no adjustment).
+        alpha: 1 - confidence level.
+        truncate: clip n* to n as in Korn & Graubard (1998) (more conservative).
+    """
+    p, var, n = (np.asarray(a, dtype=float) for a in (p, var, n))
+    p, var, n = np.broadcast_arrays(p, var, n)
+    df = n - 1 if df is None else np.broadcast_to(np.asarray(df, dtype=float), n.shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n_eff = np.where(var > 0, p * (1 - p) / var, n)
+        t_ratio = stats.t.ppf(alpha / 2, np.maximum(n - 1, 1)) / stats.t.ppf(
+            alpha / 2, np.maximum(df, 1)
+        )
+        n_eff = np.maximum(n_eff * t_ratio**2, 1.0)
+        if truncate:
+            n_eff = np.minimum(n_eff, np.maximum(n, 1.0))
+    exact = (p <= 0) | (p >= 1) | (var <= 0)
+    n_eff = np.where(exact, np.maximum(n, 1.0), n_eff)
+    return clopper_pearson(p * n_eff, n_eff, alpha)
+
+
+def stratified_counts(
+    k: np.ndarray, n: np.ndarray, N: np.ndarray, alpha: float = 0.05
+) -> dict[str, np.ndarray]:
+    """Stratified prevalence from counts, vectorised over leading axes (e.g. simulations).
+
+    Args:
+        k: positives per stratum, shape (..., H).
+        n: labelled units per stratum, shape (H,) or (..., H); every n_h >= 1.
+        N: population size per stratum, shape (H,).
+        alpha: 1 - confidence level.
+
+    Returns:
+        {"p", "var", "lo", "hi", "n"} arrays of shape (...).
+    """
+    k = np.asarray(k, dtype=float)
+    n = np.broadcast_to(np.asarray(n, dtype=float), k.shape)
+    N = np.broadcast_to(np.asarray(N, dtype=float), k.shape)
+    W = N / N.sum(axis=-1, keepdims=True)
+    ph = k / n
+    fpc = 1 - n / N
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var_h = np.where(n > 1, ph * (1 - ph) / (n - 1), 0.25)
+    var = (W**2 * fpc * var_h).sum(axis=-1)
+    p = (W * ph).sum(axis=-1)
+    total_n = n.sum(axis=-1)
+    lo, hi = korn_graubard(p, var, total_n, df=total_n - k.shape[-1], alpha=alpha)
+    return {"p": p, "var": var, "lo": lo, "hi": hi, "n": total_n}
+
+
+def _groups(strata: Sequence[Hashable] | np.ndarray, size: int) -> tuple[list[Any], np.ndarray]:
+    """Distinct stratum keys (first-seen order) and each unit's group index."""
+    keys = list(dict.fromkeys(strata)) if size else []
+    index = {key: i for i, key in enumerate(keys)}
+    return keys, np.array([index[s] for s in strata], dtype=int)
+
+
+def stratified_prevalence(
+    y: Sequence[int] | np.ndarray,
+    strata: Sequence[Hashable] | np.ndarray,
+    population: Mapping[Any, int],
+    alpha: float = 0.05,
+) -> PrevalenceResult:
+    """Prevalence in the frame and in each stratum from a stratified random sample.
+
+    Args:
+        y: 0/1 human answer of each labelled unit.
+        strata: the stratum key of each unit (keys of `population`).
+        population: N_h of every stratum of the design (strata with no labelled unit make the
+            frame estimate not estimable; they are still listed).
+        alpha: 1 - confidence level.
+    """
+    y = np.asarray(y, dtype=float)
+    strata = list(strata)
+    unknown = sorted({str(s) for s in strata if s not in population})
+    if unknown:
+        raise ValueError(f"units in strata outside the design: {', '.join(unknown)}")
+    total_N = sum(int(v) for v in population.values())
+    rows: list[StratumEstimate] = []
+    k_list, n_list, N_list, empty, single = [], [], [], [], []
+    index = {key: h for h, key in enumerate(population)}
+    labels = np.array([index[s] for s in strata], dtype=int)
+    for h, (key, N_h) in enumerate(population.items()):
+        mask = labels == h
+        n_h, k_h = int(mask.sum()), int(y[mask].sum())
+        lo, hi = wilson(k_h, n_h, alpha)
+        rows.append(StratumEstimate(
+            stratum=str(key), N=int(N_h), n=n_h, positives=k_h,
+            weight=N_h / total_N if total_N else 0.0,
+            estimate=k_h / n_h if n_h else None, lo=lo, hi=hi,
+        ))
+        if N_h <= 0:
+            continue
+        if n_h == 0:
+            empty.append(str(key))
+        if n_h == 1 and N_h > 1:
+            single.append(str(key))
+        k_list.append(k_h)
+        n_list.append(n_h)
+        N_list.append(N_h)
+    n_total = int(len(y))
+    if n_total == 0:
+        return PrevalenceResult(refusal("no validated works in the sample yet"), rows)
+    if empty:
+        why = f"no validated works yet in strata: {', '.join(empty)}"
+        return PrevalenceResult(refusal(why, n_total), rows)
+    out = stratified_counts(np.array(k_list), np.array(n_list), np.array(N_list), alpha)
+    note = None
+    if single:
+        note = ("one validated work only in strata " + ", ".join(single)
+                + ": their variance is taken at its maximum (conservative)")
+    overall = ProportionEstimate(
+        estimate=_num(out["p"]), lo=_num(out["lo"]), hi=_num(out["hi"]),
+        se=_num(math.sqrt(out["var"])), n=n_total, method=KG, note=note,
+    )
+    return PrevalenceResult(overall, rows)
+
+
+def _stratified_var_of_total(
+    z: np.ndarray, groups: np.ndarray, N_h: np.ndarray, n_h: np.ndarray
+) -> float:
+    """Variance of the estimated total of z under stratified SRSWOR."""
+    var = 0.0
+    for h in range(len(N_h)):
+        zh = z[groups == h]
+        if n_h[h] < 2:
+            # One unit: no within-stratum variance estimate; contributes nothing here.
+            continue
+        var += N_h[h] ** 2 * (1 - n_h[h] / N_h[h]) * zh.var(ddof=1) / n_h[h]
+    return float(var)
+
+
+def ratio_estimate(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    strata: Sequence[Hashable] | np.ndarray,
+    population: Mapping[Any, int],
+    alpha: float = 0.05,
+) -> ProportionEstimate:
+    """Ratio T(a) / T(b) of two estimated frame totals (0/1 indicators, a <= b).
+
+    Args:
+        a: numerator indicator per labelled unit (e.g. y & R).
+        b: denominator indicator per labelled unit (e.g. R for precision, y for recall).
+        strata: stratum key of each unit (keys of `population`).
+        population: N_h per stratum.
+        alpha: 1 - confidence level.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    keys = list(population)
+    index = {key: h for h, key in enumerate(keys)}
+    unknown = sorted({str(s) for s in strata if s not in index})
+    if unknown:
+        raise ValueError(f"units in strata outside the design: {', '.join(unknown)}")
+    groups = np.array([index[s] for s in strata], dtype=int)
+    n_h = np.bincount(groups, minlength=len(keys)).astype(float)
+    N_h = np.array([float(population[k]) for k in keys])
+    n_dom = int(b.sum())
+    empty = [str(k) for k, n, N in zip(keys, n_h, N_h, strict=True) if N > 0 and n == 0]
+    if empty:
+        return refusal(f"no validated works yet in strata: {', '.join(empty)}", n_dom)
+    w = (N_h / np.maximum(n_h, 1))[groups]
+    t_b = float((w * b).sum())
+    if t_b <= 0:
+        return refusal("no unit of the sample falls in the denominator", n_dom)
+    ratio = float((w * a).sum()) / t_b
+    z = (a - ratio * b) / t_b
+    var = _stratified_var_of_total(z, groups, N_h, n_h)
+    df = max(len(a) - int((n_h > 0).sum()), 1)
+    lo, hi = korn_graubard(ratio, var, n_dom, df=df, alpha=alpha)
+    single = [str(k) for k, n, N in zip(keys, n_h, N_h, strict=True) if n == 1 and N > 1]
+    note = None
+    if single:
+        note = ("one validated work only in strata " + ", ".join(single)
+                + ": they add no variance (the interval may be too narrow)")
+    return ProportionEstimate(
+        estimate=_num(ratio), lo=_num(float(lo)), hi=_num(float(hi)), se=_num(math.sqrt(var)),
+        n=n_dom, method=KG, note=note,
+    )
+
+
+def precision_recall(
+    y: Sequence[int] | np.ndarray,
+    r: Sequence[int] | np.ndarray,
+    strata: Sequence[Hashable] | np.ndarray,
+    population: Mapping[Any, int],
+    alpha: float = 0.05,
+) -> dict[str, ProportionEstimate]:
+    """Frame precision T(y & R)/T(R) and recall T(y & R)/T(y) of a machine rule R.
+
+    Args:
+        y: human answer (0/1) per labelled unit.
+        r: the rule's call (0/1) per labelled unit.
+        strata: stratum key of each unit.
+        population: N_h per stratum.
+        alpha: 1 - confidence level.
+    """
+    y, r = np.asarray(y, dtype=float), np.asarray(r, dtype=float)
+    both = y * r
+    return {
+        "precision": ratio_estimate(both, r, strata, population, alpha),
+        "recall": ratio_estimate(both, y, strata, population, alpha),
+    }
+
+
+def _by_pi(
+    y: np.ndarray, pi: np.ndarray, strata: Sequence[Hashable] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Weights, group index, estimated N_h and n_h from inclusion probabilities."""
+    if np.any(pi <= 0) or np.any(pi > 1):
+        raise ValueError("inclusion probabilities must be in (0, 1]")
+    w = 1.0 / pi
+    _, groups = _groups([0] * len(y) if strata is None else list(strata), len(y))
+    H = int(groups.max()) + 1 if len(y) else 0
+    N_h = np.bincount(groups, weights=w, minlength=H)
+    n_h = np.bincount(groups, minlength=H).astype(float)
+    return w, groups, N_h, n_h
+
+
+def horvitz_thompson_total(
+    y: Sequence[float] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
+    strata: Sequence[Hashable] | None = None,
+) -> dict[str, float | int | None]:
+    """Horvitz-Thompson total sum y_i / pi_i with its stratified-SRSWOR standard error.
+
+    Args:
+        y: the value of each sampled unit.
+        pi: each unit's inclusion probability.
+        strata: stratum of each unit (None = one simple random sample).
+    """
+    y, pi = np.asarray(y, dtype=float), np.asarray(pi, dtype=float)
+    w, groups, N_h, n_h = _by_pi(y, pi, strata)
+    var = _stratified_var_of_total(y, groups, N_h, n_h)
+    return {"total": _num(float((w * y).sum())), "se": _num(math.sqrt(var)), "n": len(y)}
+
+
+def hajek_mean(
+    y: Sequence[float] | np.ndarray,
+    pi: Sequence[float] | np.ndarray,
+    strata: Sequence[Hashable] | None = None,
+    alpha: float = 0.05,
+) -> ProportionEstimate:
+    """Hajek ratio sum w_i y_i / sum w_i (w = 1/pi) of a 0/1 y, linearised variance, KG interval.
+
+    Args:
+        y: 0/1 value of each sampled unit.
+        pi: each unit's inclusion probability.
+        strata: stratum of each unit (None = one simple random sample).
+        alpha: 1 - confidence level.
+    """
+    y, pi = np.asarray(y, dtype=float), np.asarray(pi, dtype=float)
+    if len(y) == 0:
+        return refusal("no sampled units", 0)
+    w, groups, N_h, n_h = _by_pi(y, pi, strata)
+    mean = float((w * y).sum() / w.sum())
+    var = _stratified_var_of_total((y - mean) / w.sum(), groups, N_h, n_h)
+    lo, hi = korn_graubard(mean, var, len(y), df=max(len(y) - len(N_h), 1), alpha=alpha)
+    return ProportionEstimate(
+        estimate=_num(mean), lo=_num(float(lo)), hi=_num(float(hi)), se=_num(math.sqrt(var)),
+        n=len(y), method=KG,
+    )
