@@ -21,6 +21,8 @@ def register(main: click.Group) -> None:
     main.add_command(campaigns)
     main.add_command(abstracts)
     main.add_command(agreement)
+    main.add_command(estimates)
+    main.add_command(machines)
 
 
 @click.group()
@@ -192,3 +194,49 @@ def _agreement_table(report: dict[str, Any]) -> str:
                          f"kappa={p['cohen_kappa']:.3f}")  # fmt: skip
     lines.append(f"\n(bootstrap over works: {report['n_boot']} replicates, seed {report['seed']})")
     return "\n".join(lines)
+
+
+@click.command()
+@click.option("--campaign", required=True, help="A random or stratified sample campaign.")
+@click.option("--json", "as_json", is_flag=True, help="Print the estimates as JSON.")
+@click.pass_obj
+def estimates(obj: Any, campaign: str, as_json: bool) -> None:
+    """Design-based prevalence of every label in the frame (probability samples only)."""
+    from labeling.campaigns import CampaignError
+    from labeling.evaluation import frame_estimates
+
+    try:
+        report = frame_estimates(obj.engine, obj.schema(), campaign)
+    except CampaignError as exc:
+        _fail(str(exc))
+    if as_json:
+        click.echo(json.dumps(report, indent=2, allow_nan=False, default=str))
+        return
+    if not report["estimable"]:
+        click.echo(f"{report['campaign']}: {report['reason']}")
+        return
+    click.echo(f"{report['campaign']}: frame of {report['population']} works, "
+               f"{report['n_validated']} of {report['n_sampled']} sampled works validated")
+    click.echo(f"({report['assumption']})")
+    for qname, q in report["questions"].items():
+        for label, e in q["labels"].items():
+            est = "   -  " if e["estimate"] is None else f"{e['estimate']:6.3f}"
+            ci = "" if e["lo"] is None else f" [{e['lo']:.3f}, {e['hi']:.3f}]"
+            click.echo(f"  {qname:15} {label[:40]:40} {est}{ci:18} n={e['n']}")
+
+
+@click.command()
+@click.option("--campaign", help="Validated works of one campaign (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_obj
+def machines(obj: Any, campaign: str | None, as_json: bool) -> None:
+    """Each teacher, the candidate and the consensus against the validated human answers."""
+    from labeling.campaigns import CampaignError
+    from labeling.evaluation import machine_report
+
+    try:
+        report = machine_report(obj.engine, obj.schema(), campaign)
+    except CampaignError as exc:
+        _fail(str(exc))
+    click.echo(json.dumps(report, indent=None if not as_json else 2, allow_nan=False,
+                          default=str))  # fmt: skip

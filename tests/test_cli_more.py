@@ -163,3 +163,16 @@ def test_agreement_json_is_strict_json_with_the_documented_keys(demo_url, tmp_pa
     assert "genre" in text.output and "bootstrap" in text.output
     missing = CliRunner().invoke(main, ["--db", demo_url, "agreement", "--campaign", "nope"])
     assert missing.exit_code == 2
+
+
+def test_estimates_refuse_a_score_order_and_estimate_a_sample(demo_url: str) -> None:
+    refused = run(demo_url, "estimates", "--campaign", "demo-top")
+    assert refused.exit_code == 0
+    assert "not a probability sample" in refused.output
+    sample = run(demo_url, "estimates", "--campaign", "demo-sample", "--json")
+    assert sample.exit_code == 0
+    report = json.loads(sample.stdout)
+    assert report["estimable"] is True and report["population"] >= 150
+    machines = run(demo_url, "machines", "--json")
+    assert machines.exit_code == 0
+    json.loads(machines.stdout)
