@@ -231,11 +231,9 @@ def test_consistent_record_has_no_warnings(schema, seed_record):
 
 
 def test_migrations_reach_head_on_both_engines(engine):
-    from db.engine import current_revision
-
     from alembic.script import ScriptDirectory
 
-    from db.engine import alembic_config
+    from db.engine import alembic_config, current_revision
 
     head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
     assert head == "0002_queue_indexes"
