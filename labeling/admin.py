@@ -1,0 +1,53 @@
+"""Admin actions that the admin page needs beyond users: importing an uploaded frame."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from labeling.frame import FrameReadError, import_frame
+from labeling.schema import Schema
+
+
+@dataclass
+class UploadResult:
+    """What an uploaded frame import did, ready to show."""
+
+    exit_code: int
+    headline: str
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+
+def import_uploaded_frame(
+    engine: Engine, schema: Schema, filename: str, data: bytes, *, strict: bool = False
+) -> UploadResult:
+    """Import an uploaded frame through the same importer as `labeling import-frame`.
+
+    Args:
+        engine: the database.
+        schema: the label schema to check against.
+        filename: the uploaded file's name (shown in messages).
+        data: the file's bytes (plain or gzipped JSON Lines).
+        strict: abort on the first bad line and write nothing.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / Path(filename).name
+        path.write_bytes(data)
+        try:
+            s = import_frame(engine, path, schema, strict=strict, progress=False)
+        except FrameReadError as exc:
+            return UploadResult(2, str(exc).replace(str(path), filename))
+    verdict = "aborted (strict), nothing written" if s.aborted else "imported"
+    headline = (
+        f"{filename}: {verdict}: {s.lines} lines, {s.inserted} inserted, {s.updated} updated, "
+        f"{s.unchanged} unchanged, {s.rejected} rejected, {s.warnings} warnings"
+    )
+    problems = [
+        {"line": p.line, "work_id": p.work_id, "kind": p.kind, "reason": p.reason}
+        for p in s.problems
+    ]
+    return UploadResult(s.exit_code, headline, problems)
