@@ -114,13 +114,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--pg", default=os.environ.get("LABELING_BENCH_PG_URL"))
+    parser.add_argument("--skip-sqlite", action="store_true", help="Only PostgreSQL.")
     args = parser.parse_args()
     path = ensure_frame(args.n)
     print("| engine | run | records | wall | rate | peak RSS main | peak RSS worker | "
           "ins/upd/unch/rej |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
-    url = fresh_sqlite("import_bench.db")
-    report("SQLite", args.n, run_import(url, path), run_import(url, path))
+    if not args.skip_sqlite:
+        url = fresh_sqlite("import_bench.db")
+        report("SQLite", args.n, run_import(url, path), run_import(url, path))
     if args.pg:
         url = fresh_pg(args.pg)
         report("PostgreSQL", args.n, run_import(url, path), run_import(url, path))
