@@ -244,6 +244,8 @@ def synth(obj: Context, n: int, out: Path, seed: int) -> None:
     click.echo(f"wrote {written} records to {out}")
 
 
+from labeling.cli_export import register as register_export  # noqa: E402
 from labeling.cli_more import register  # noqa: E402  (commands of the later issues)
 
 register(main)
+register_export(main)

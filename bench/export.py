@@ -1,0 +1,154 @@
+"""Benchmark of the gold-set export: 1,000,000 validated works to Parquet and to CSV.
+
+Usage:
+    .venv/bin/python bench/export.py [--works 1000000] [--rebuild] [--formats parquet,csv]
+
+Builds (once, reused) bench/out/export_<n>.db: n works carrying the seed record (full size,
+about 3 KB of JSON each), all validated by a 2-label unanimous rule, and 2 labels per work,
+bulk-inserted through db/bulk.py. Each export then runs in a fresh child process so that
+its wall time and peak RSS (ru_maxrss) are its own. Targets: Parquet < 10 s, CSV < 30 s,
+peak RSS < 500 MB.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# bench/queue.py would shadow the standard library's queue module: drop this directory.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+
+import orjson  # noqa: E402
+from sqlalchemy import func, insert, select  # noqa: E402
+
+from db.bulk import bulk_insert  # noqa: E402
+from db.engine import RawJSON, make_engine, upgrade, write_connection  # noqa: E402
+from db.models import Campaign, CampaignItem, Label, User, Work, utcnow  # noqa: E402
+
+OUT = HERE / "out"
+SEED = HERE.parent / "tests" / "fixtures" / "seed_record.json"
+BATCH = 20_000
+
+
+def build(path: Path, n: int, rebuild: bool) -> None:
+    """The bench database with n validated works and 2 labels each (built once)."""
+    if rebuild:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    engine = make_engine(f"sqlite:///{path}")
+    upgrade(engine)
+    with engine.connect() as conn:
+        have = conn.execute(select(func.count()).select_from(Work)).scalar_one()
+    if have >= n:
+        print(f"reusing {path} ({have} works)")
+        return
+    if have:
+        raise SystemExit(f"{path} holds {have} works: run with --rebuild")
+    from labeling.schema import load_schema
+    from labeling.settings import DEFAULT_SCHEMA
+    from tests.factories import answers_for
+
+    schema = load_schema(DEFAULT_SCHEMA)
+    seed = json.loads(SEED.read_text("utf-8"))
+    template = orjson.dumps(seed).decode().replace(seed["id"], "@@ID@@")
+    answers = RawJSON(orjson.dumps(answers_for(schema, 0)).decode())
+    started = time.perf_counter()
+    now = utcnow()
+    with write_connection(engine) as conn:
+        a = conn.execute(insert(User).values(name="alice", role="annotator", created_at=now,
+                                             failed_logins=0, active=True)).inserted_primary_key[0]
+        b = conn.execute(insert(User).values(name="bob", role="annotator", created_at=now,
+                                             failed_logins=0, active=True)).inserted_primary_key[0]
+        cid = conn.execute(insert(Campaign).values(name="bench", strategy="manual", overlap=2,
+                                                   created_at=now)).inserted_primary_key[0]
+    via = f"rule:unanimous:k=2:c{cid}"
+    mv = seed["prediction"]["model_version"]
+    for start in range(0, n, BATCH):
+        ids = [f"W{i:010d}" for i in range(start, min(n, start + BATCH))]
+        works, items, labels = [], [], []
+        for pos, wid in enumerate(ids, start=start + 1):
+            text = template.replace("@@ID@@", wid)
+            works.append({
+                "id": wid, "doi": seed["doi"], "title": f"{seed['title']} #{pos}",
+                "year": seed["year"], "record": RawJSON(text),
+                "record_hash": hashlib.sha256(text.encode()).hexdigest(), "model_version": mv,
+                "prediction_status": "machine_predicted_unvalidated", "status": "human_validated",
+                "final_answers": answers, "validated_via": via, "is_gold": False,
+                "imported_at": now, "updated_at": now,
+            })  # fmt: skip
+            items.append({"campaign_id": cid, "work_id": wid, "position": pos, "n_labels": 2,
+                          "done": True, "is_gold": False})  # fmt: skip
+            for uid in (a, b):
+                labels.append({
+                    "campaign_id": cid, "work_id": wid, "user_id": uid, "version": 1,
+                    "answers": answers, "skipped": False, "flagged": False, "model_version": mv,
+                    "time_on_item_ms": 4200, "source": "app", "created_at": now,
+                    "schema_hash": schema.hash, "scores_visible": True,
+                })  # fmt: skip
+        with write_connection(engine) as conn:
+            bulk_insert(conn, Work.__table__, works)
+            bulk_insert(conn, CampaignItem.__table__, items)
+            bulk_insert(conn, Label.__table__, labels)
+    with engine.connect() as conn:
+        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    print(f"built {path}: {n} works, {2 * n} labels in {time.perf_counter() - started:.1f} s")
+
+
+def run_one(db: Path, fmt: str, out: Path) -> None:
+    """Child process: one export, then a JSON line with wall time, peak RSS and rows."""
+    from labeling.export import export_gold
+    from labeling.schema import load_schema
+    from labeling.settings import DEFAULT_SCHEMA
+
+    engine = make_engine(f"sqlite:///{db}")
+    schema = load_schema(DEFAULT_SCHEMA)
+    started = time.perf_counter()
+    result = export_gold(engine, schema, out, fmt=fmt)
+    wall = time.perf_counter() - started
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"format": fmt, "rows": result.row_count, "wall_s": round(wall, 2),
+                      "peak_rss_mb": round(rss_mb, 1), "bytes": out.stat().st_size,
+                      "sha256": result.sha256}))  # fmt: skip
+
+
+def main() -> None:
+    """Build the database, then time each format in its own process."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--works", type=int, default=1_000_000)
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--formats", default="parquet,csv", help="comma-separated; '' = build only")
+    ap.add_argument("--child", nargs=3, metavar=("DB", "FORMAT", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        run_one(Path(args.child[0]), args.child[1], Path(args.child[2]))
+        return
+    OUT.mkdir(parents=True, exist_ok=True)
+    db = OUT / f"export_{args.works}.db"
+    build(db, args.works, args.rebuild)
+    targets = {"parquet": 10.0, "csv": 30.0, "jsonl": 30.0}
+    for fmt in filter(None, args.formats.split(",")):
+        out = OUT / f"gold_{args.works}.{fmt}"
+        proc = subprocess.run([sys.executable, __file__, "--child", str(db), fmt, str(out)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if proc.returncode:
+            print(proc.stderr, file=sys.stderr)
+            raise SystemExit(f"{fmt} export failed")
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        ok = r["wall_s"] < targets[fmt] and r["peak_rss_mb"] < 500
+        print(f"{fmt:8} {r['rows']} rows  {r['wall_s']:7.2f} s  peak RSS {r['peak_rss_mb']:6.1f} MB"
+              f"  {r['bytes'] / 1e6:8.1f} MB  target {targets[fmt]:.0f} s / 500 MB: "
+              f"{'met' if ok else 'MISSED'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
