@@ -1,0 +1,289 @@
+"""The lead pages in AppTest: adjudicate, reopen, gold, monitor; annotators are kept out."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import streamlit as st
+from sqlalchemy import Engine, select
+from streamlit.testing.v1 import AppTest
+
+from db.engine import read_session
+from db.models import STATUS_DISPUTED, STATUS_VALIDATED, Work
+from labeling.campaigns import create_campaign, get_campaign
+from labeling.database import dispose_all, get_engine
+from labeling.frame import import_frame
+from labeling.labels import submit_label
+from labeling.queue import claim_next
+from labeling.schema import Schema, load_schema
+from labeling.settings import DEFAULT_SCHEMA, get_settings
+from labeling.users import get_user
+from tests.factories import answers_for
+from tests.test_label_page import PASSWORD, build_label_db, seed_records
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+REFUSAL = "a score-ordered queue is not a probability sample: no frame estimate is possible"
+
+
+def label_pair(engine: Engine, schema: Schema, campaign: str, variants: tuple[int, int],
+               note: str | None = None) -> str:
+    """The two annotators label their next work of a campaign; returns the work id."""
+    cid = get_campaign(engine, campaign).id
+    work_id = None
+    for name, variant in zip(("annotator", "annotator2"), variants, strict=True):
+        uid = get_user(engine, name).id
+        claim = claim_next(engine, cid, uid)
+        assert claim is not None
+        work_id = claim.work_id
+        submit_label(
+            engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
+            answers=answers_for(schema, variant), schema_hash=schema.hash, scores_visible=True,
+            model_version="m", time_on_item_ms=3000, submission_id=f"{name}-{cid}-{claim.work_id}",
+            schema=schema, flagged=note is not None, note=note,
+        )
+    assert work_id is not None
+    return work_id
+
+
+@pytest.fixture
+def lead_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """The app on a fresh database: two disputed and one validated work in campaign "top"."""
+    url = f"sqlite:///{tmp_path / 'lead.db'}"
+    monkeypatch.setenv("LABELING_DB_URL", url)
+    monkeypatch.setenv("LABELING_OPENALEX_OFFLINE", "true")
+    get_settings.cache_clear()
+    st.cache_resource.clear()
+    engine = build_label_db(url, tmp_path, n=6)
+    schema = load_schema(DEFAULT_SCHEMA)
+    disputed = [label_pair(engine, schema, "top", (0, 1), note="unclear scope"),
+                label_pair(engine, schema, "top", (2, 3))]
+    validated = label_pair(engine, schema, "top", (0, 0))
+    create_campaign(engine, name="empty", strategy="manual")
+    yield {"url": url, "engine": engine, "schema": schema, "disputed": disputed,
+           "validated": validated}
+    st.cache_resource.clear()
+    get_settings.cache_clear()
+    dispose_all()
+
+
+def login(name: str, page: str) -> AppTest:
+    """Run the app, sign in, and open a page."""
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at.text_input(key="login_name").input(name)
+    at.text_input(key="login_password").input(PASSWORD)
+    at.button[0].click().run()
+    assert not at.exception, at.exception
+    at.switch_page(page).run()
+    return at
+
+
+def work(url: str, work_id: str) -> Any:
+    """A work's status, validated_via, final answers and gold flag."""
+    with read_session(get_engine(url)) as session:
+        return session.execute(
+            select(Work.status, Work.validated_via, Work.final_answers, Work.is_gold)
+            .where(Work.id == work_id)
+        ).one()
+
+
+def page_text(at: AppTest) -> str:
+    """Everything the page shows as text: Markdown, text, captions, alerts, tables."""
+    parts: list[str] = []
+    for kind in ("markdown", "text", "caption", "error", "warning", "info", "success", "title"):
+        parts += [str(e.value) for e in getattr(at, kind)]
+    for df in at.dataframe:
+        parts.append(df.value.to_csv())
+    parts += [str(s.options) for s in at.selectbox]
+    return "\n".join(parts)
+
+
+def plain(text: str) -> str:
+    """Escaped Markdown back to the text it shows."""
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+# ------------------------------------------------------------------ adjudicate
+
+
+def test_adjudicate_resolves_a_disputed_work(lead_db: dict[str, Any]) -> None:
+    """The form's answers and reason validate the work by adjudication."""
+    at = login("lead", "pages/adjudicate.py")
+    assert not at.exception, at.exception
+    first = lead_db["disputed"][0]
+    assert at.text[0].value.startswith("Test work")  # the title, as plain text
+    table = at.dataframe[0].value
+    assert {"annotator", "annotator2"} <= set(table.columns)  # names side by side
+    assert "| Label | Codex | Gemma |" in "\n".join(m.value for m in at.markdown)
+    # Prefill: no majority on the binary question (one yes, one no); answer it, give a reason.
+    schema = lead_db["schema"]
+    final = answers_for(schema, 1)
+    for q in schema.questions:
+        key = f"adj_{first}_{q.name}"
+        if q.kind in ("multi", "binary"):  # pills and segmented control
+            at.session_state[key] = final[q.name]
+        else:
+            at.radio(key=key).set_value(final[q.name])
+    at.text_input(key=f"adj_reason_{first}").input("codebook 3.2")
+    at.button(key="adj_submit").click().run()
+    assert not at.exception, at.exception
+    row = work(lead_db["url"], first)
+    assert row.status == STATUS_VALIDATED
+    assert row.validated_via.startswith("adjudicated")
+    assert row.final_answers == final
+    # The queue moves on: one disputed work is left.
+    assert "Disputed work 1 of 1" in plain("\n".join(m.value for m in at.markdown))
+
+
+def test_adjudicate_needs_a_reason_and_every_answer(lead_db: dict[str, Any]) -> None:
+    """No reason, or an unanswered question, leaves the work disputed."""
+    at = login("lead", "pages/adjudicate.py")
+    at.button(key="adj_submit").click().run()
+    assert not at.exception, at.exception
+    assert "A reason is required" in at.error[0].value
+    first = lead_db["disputed"][0]
+    at.text_input(key=f"adj_reason_{first}").input("clear")
+    at.button(key="adj_submit").click().run()  # no majority on the binary questions
+    assert "Answer every question" in plain(at.error[0].value)
+    assert "about_ca_system" in plain(at.error[0].value)
+    assert work(lead_db["url"], first).status == STATUS_DISPUTED
+
+
+def test_next_and_previous_keys(lead_db: dict[str, Any]) -> None:
+    """J and K move through the queue of disputed works; Enter submits."""
+    at = login("lead", "pages/adjudicate.py")
+    assert at.button(key="adj_next").proto.shortcut.lower() == "j"
+    assert at.button(key="adj_submit").proto.shortcut.lower() == "enter"
+    at.button(key="adj_next").click().run()
+    assert "Disputed work 2 of 2" in plain("\n".join(m.value for m in at.markdown))
+    at.button(key="adj_prev").click().run()
+    assert "Disputed work 1 of 2" in plain("\n".join(m.value for m in at.markdown))
+
+
+def test_reopen_and_mark_gold(lead_db: dict[str, Any]) -> None:
+    """Gold marking is all or none and needs validated works; reopen needs one."""
+    at = login("lead", "pages/adjudicate.py")
+    wid = lead_db["validated"]
+    at.text_area(key="gold_ids").input(f"{wid}, {lead_db['disputed'][0]}")
+    at.button(key="mark_gold").click().run()
+    assert "only validated works can become gold" in plain(at.error[0].value)
+    assert not work(lead_db["url"], wid).is_gold  # all or nothing
+    at.text_area(key="gold_ids").input(wid.lower())
+    at.button(key="mark_gold").click().run()
+    assert not at.exception, at.exception
+    assert work(lead_db["url"], wid).is_gold
+    assert "1 work(s) marked as gold" in plain(at.success[0].value)
+    at.text_input(key="reopen_id").input(lead_db["disputed"][1])
+    at.text_input(key="reopen_reason").input("second look")
+    at.button(key="reopen").click().run()
+    assert "only validated works can be reopened" in plain(at.error[0].value)
+    assert work(lead_db["url"], lead_db["disputed"][1]).status == STATUS_DISPUTED
+    at.text_input(key="reopen_id").input(wid)
+    at.button(key="reopen").click().run()
+    assert not at.exception, at.exception
+    row = work(lead_db["url"], wid)
+    assert row.status != STATUS_VALIDATED and row.validated_via is None
+    assert "reopened" in plain(at.success[0].value)
+
+
+# ------------------------------------------------------------------ monitor
+
+
+def test_monitor_renders_for_a_campaign_with_labels(lead_db: dict[str, Any]) -> None:
+    """The monitor shows annotators, flag notes, agreement and the refusal."""
+    at = login("lead", "pages/monitor.py")
+    top = get_campaign(lead_db["engine"], "top").id
+    at.selectbox(key="mon_campaign").set_value(top).run()
+    assert not at.exception, at.exception
+    text = plain(page_text(at))
+    assert "3 of 6 works done" in text or "works done" in text
+    assert "annotator2" in text
+    assert "unclear scope" in text  # the flag note
+    assert "agreement [95% CI]" in text
+    assert REFUSAL in text  # "top" is score-ordered
+    assert len(at.get("vega_lite_chart")) >= 1
+
+
+def test_monitor_heatmap_with_enough_common_works(
+    lead_db: dict[str, Any], tmp_path: Path
+) -> None:
+    """With ten common works the kappa heatmap and its table appear."""
+    engine, schema = lead_db["engine"], lead_db["schema"]
+    records = seed_records(16)[6:]  # ten more works, new ids, into the same frame
+    frame = tmp_path / "more.jsonl"
+    frame.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    import_frame(engine, frame, schema, progress=False)
+    create_campaign(engine, name="pairs", strategy="score_opus", overlap=2)
+    for i in range(10):
+        label_pair(engine, schema, "pairs", (0, i % 2))
+    at = login("lead", "pages/monitor.py")
+    at.selectbox(key="mon_campaign").set_value(get_campaign(engine, "pairs").id).run()
+    assert not at.exception, at.exception
+    text = plain(page_text(at))
+    assert "No pair of annotators" not in text
+    assert len(at.get("vega_lite_chart")) == 3  # progress, drift, kappa heatmap
+    pairs = [df.value for df in at.dataframe if list(df.value.columns) == ["a", "b", "kappa", "n"]]
+    assert pairs and set(pairs[0]["a"]) == {"annotator", "annotator2"}
+
+
+def test_monitor_renders_for_an_empty_campaign(lead_db: dict[str, Any]) -> None:
+    """A campaign without labels renders plain sentences, no exception."""
+    at = login("lead", "pages/monitor.py")
+    at.selectbox(key="mon_campaign").set_value(get_campaign(lead_db["engine"], "empty").id).run()
+    assert not at.exception, at.exception
+    assert "No labels yet." in page_text(at)
+
+
+def test_monitor_estimates_for_a_sample_campaign(lead_db: dict[str, Any]) -> None:
+    """A probability sample gets frame estimates instead of the refusal."""
+    engine = lead_db["engine"]
+    create_campaign(engine, name="sample-3", strategy="random", sample_size=3, seed=1)
+    at = login("lead", "pages/monitor.py")
+    at.selectbox(key="mon_campaign").set_value(get_campaign(engine, "sample-3").id).run()
+    assert not at.exception, at.exception
+    text = plain(page_text(at))
+    assert REFUSAL not in text
+    assert re.search(r"\d+ validated of 3 sampled works, frame of 6 works", text), text
+
+
+# ------------------------------------------------------------------ roles
+
+
+@pytest.mark.parametrize("page", ["pages/adjudicate.py", "pages/monitor.py"])
+def test_annotator_cannot_open_lead_pages(lead_db: dict[str, Any], page: str) -> None:
+    """Neither the navigation nor the page itself lets an annotator in."""
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at.text_input(key="login_name").input("annotator")
+    at.text_input(key="login_password").input(PASSWORD)
+    at.button[0].click().run()
+    with pytest.raises(ValueError, match="Could not find a navigation page"):
+        at.switch_page(page)  # not in the annotator's navigation
+    # Run directly with the annotator's session, the page still refuses on the server.
+    direct = AppTest.from_file(str(APP.parent / page), default_timeout=60)
+    direct.session_state["auth_token"] = at.session_state["auth_token"]
+    direct.session_state["mon_campaign"] = get_campaign(lead_db["engine"], "top").id
+    direct.run()
+    assert not direct.exception, direct.exception
+    assert [e.value for e in direct.error] == ["You do not have access to this page."]
+    text = page_text(direct)
+    assert "annotator2" not in text  # another annotator's name appears nowhere
+    assert not direct.dataframe and not direct.text and not direct.get("vega_lite_chart")
+    for wid in lead_db["disputed"]:
+        assert wid not in text
+
+
+def test_lead_can_open_the_page_files_directly(lead_db: dict[str, Any]) -> None:
+    """The direct run used above shows names to a lead (not vacuous)."""
+    at = login("lead", "pages/home.py")
+    for page in ("pages/adjudicate.py", "pages/monitor.py"):
+        direct = AppTest.from_file(str(APP.parent / page), default_timeout=60)
+        direct.session_state["auth_token"] = at.session_state["auth_token"]
+        direct.session_state["mon_campaign"] = get_campaign(lead_db["engine"], "top").id
+        direct.run()
+        assert not direct.exception, direct.exception
+        assert not direct.error
+        assert "annotator2" in page_text(direct)  # the same check is not vacuous
