@@ -335,6 +335,38 @@ def brier_table(report: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["question", "teacher", "label", "brier", "n", "positives"])
 
 
+def reliability_table(report: Mapping[str, Any]) -> pd.DataFrame:
+    """Reliability bins of each teacher's scores per question (pooled over labels), with n.
+
+    Args:
+        report: a humans-vs-machines report (labeling.evaluation.machine_report).
+    """
+    rows = []
+    for q, entry in (report.get("questions") or {}).items():
+        for teacher, cal in (entry.get("calibration") or {}).items():
+            for b in (cal.get("pooled") or {}).get("bins") or []:
+                rows.append({"question": q, "teacher": teacher, **b})
+    cols = ["question", "teacher", "bin_lo", "bin_hi", "n", "mean_score", "observed", "lo", "hi"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def confusion_tables(report: Mapping[str, Any]) -> dict[tuple[str, str], pd.DataFrame]:
+    """Confusion matrices (rows human, columns machine call) of single-choice questions.
+
+    Args:
+        report: a humans-vs-machines report (labeling.evaluation.machine_report).
+    """
+    out: dict[tuple[str, str], pd.DataFrame] = {}
+    for q, entry in (report.get("questions") or {}).items():
+        for system, s in (entry.get("systems") or {}).items():
+            conf = s.get("confusion")
+            if conf and conf.get("n"):
+                out[(q, system)] = pd.DataFrame(
+                    conf["matrix"], index=conf["rows"], columns=conf["columns"]
+                )
+    return out
+
+
 def estimate_table(estimates: Mapping[str, Any]) -> pd.DataFrame:
     """Frame prevalence per question and label with its interval and n (empty when refused).
 

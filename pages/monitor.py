@@ -126,6 +126,23 @@ def machines(campaign_id: int) -> None:
     table(rows, "No validated works yet.")
     st.markdown("**Calibration of the teachers' scores (Brier score, lower is better)**")
     table(mon.brier_table(report), "No validated works yet.")
+    bins = mon.reliability_table(report)
+    if not bins.empty:
+        st.markdown("**Reliability: does a score of 0.8 mean 80%?** (pooled over each "
+                    "question's labels; bars are 95% Wilson intervals, n per bin in the tooltip)")
+        base = alt.Chart().encode(
+            x=alt.X("mean_score:Q", title="mean score in bin", scale=alt.Scale(domain=[0, 1])),
+            color="teacher:N")
+        points = base.mark_line(point=True).encode(
+            y=alt.Y("observed:Q", title="human rate", scale=alt.Scale(domain=[0, 1])),
+            tooltip=["question:N", "teacher:N", "n:Q", alt.Tooltip("observed:Q", format=".2f")])
+        bars = base.mark_rule().encode(y="lo:Q", y2="hi:Q")
+        # Perfect calibration: the human rate equals the mean score.
+        ideal = base.mark_line(strokeDash=[4, 4], color="gray").encode(y="mean_score:Q")
+        st.altair_chart(alt.layer(ideal, bars, points, data=bins).facet(column="question:N"))
+    for (question, system), matrix in mon.confusion_tables(report).items():
+        with st.expander(f"Confusion matrix: {question}, {system} (rows human, columns machine)"):
+            st.dataframe(matrix, width="stretch")
 
 
 def estimates(campaign_id: int) -> None:

@@ -225,7 +225,7 @@ def test_monitor_heatmap_with_enough_common_works(
     assert not at.exception, at.exception
     text = plain(page_text(at))
     assert "No pair of annotators" not in text
-    assert len(at.get("vega_lite_chart")) == 3  # progress, drift, kappa heatmap
+    assert len(at.get("vega_lite_chart")) == 4  # progress, drift, kappa heatmap, reliability
     pairs = [df.value for df in at.dataframe if list(df.value.columns) == ["a", "b", "kappa", "n"]]
     assert pairs and set(pairs[0]["a"]) == {"annotator", "annotator2"}
 

@@ -418,3 +418,27 @@ def test_db_monitoring(disputed: dict[str, Any]) -> None:
     assert mon.progress_over_time(engine, empty).empty
     assert mon.annotator_stats(engine, empty).empty
     assert mon.drift(engine, empty).empty
+
+
+def test_reliability_and_confusion_tables_from_a_report() -> None:
+    from labeling.monitoring import confusion_tables, reliability_table
+
+    report = {"questions": {
+        "genre": {
+            "systems": {"codex": {"confusion": {
+                "rows": ["a", "b"], "columns": ["a", "b", "(no call)"],
+                "matrix": [[3, 1, 0], [0, 2, 1]], "n": 7}}},
+            "calibration": {"codex": {"pooled": {"bins": [
+                {"bin_lo": 0.0, "bin_hi": 0.1, "n": 5, "mean_score": 0.05, "observed": 0.0,
+                 "lo": 0.0, "hi": 0.43}]}}},
+        },
+        "categories": {"systems": {"gemma": {}}, "calibration": {}},
+    }}  # fmt: skip
+    bins = reliability_table(report)
+    assert bins.to_dict("records") == [{
+        "question": "genre", "teacher": "codex", "bin_lo": 0.0, "bin_hi": 0.1, "n": 5,
+        "mean_score": 0.05, "observed": 0.0, "lo": 0.0, "hi": 0.43}]  # fmt: skip
+    tables = confusion_tables(report)
+    assert list(tables) == [("genre", "codex")]
+    assert tables[("genre", "codex")].loc["b", "(no call)"] == 1
+    assert reliability_table({}).empty and confusion_tables({}) == {}
