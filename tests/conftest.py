@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,19 @@ from labeling.settings import DEFAULT_SCHEMA
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PG_URL = os.environ.get("LABELING_TEST_PG_URL")
+
+
+@pytest.fixture(autouse=True)
+def _restore_main_module() -> Iterator[None]:
+    """Put back sys.modules["__main__"] after each test.
+
+    Streamlit's script runner (AppTest) installs the page it ran as __main__; a later test
+    that starts "spawn" processes would make every child re-run that page script.
+    """
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
 
 
 @pytest.fixture(scope="session")
