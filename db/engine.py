@@ -43,7 +43,8 @@ def make_engine(url: str, *, busy_timeout_ms: int = 30_000, echo: bool = False) 
     }
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
-        if database and database != ":memory:":
+        # "file:..." names are SQLite URIs (e.g. read-only mode): not a path to create.
+        if database and database != ":memory:" and not database.startswith("file:"):
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         # Transactions are begun by our own listener (BEGIN / BEGIN IMMEDIATE), so
         # pysqlite's implicit transaction handling must stay out of the way.
@@ -108,7 +109,7 @@ class _LockFile:
 def _writer_lock_fd(engine: Engine) -> int | None:
     """This thread's descriptor of the SQLite writers' lock file, or None when not used."""
     database = engine.url.database if is_sqlite(engine) else None
-    if fcntl is None or not database or database == ":memory:":
+    if fcntl is None or not database or database == ":memory:" or database.startswith("file:"):
         return None
     path = f"{database}-writelock"
     files = _lock_files.__dict__.setdefault("files", {})

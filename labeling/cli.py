@@ -246,6 +246,8 @@ def synth(obj: Context, n: int, out: Path, seed: int) -> None:
 
 from labeling.cli_export import register as register_export  # noqa: E402
 from labeling.cli_more import register  # noqa: E402  (commands of the later issues)
+from labeling.cli_trust import register as register_trust  # noqa: E402
 
 register(main)
 register_export(main)
+register_trust(main)
