@@ -401,26 +401,49 @@ def current_labels(engine: Engine, campaign_id: int | None = None) -> pd.DataFra
 # ---------------------------------------------------------------- import of human labels
 
 
+NOT_UTF8 = "not UTF-8 text"
+
+
+def _is_utf8(text: str) -> bool:
+    """False when decoding left lone surrogates (the bytes were not UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """(line number, row) per data line; a string instead of a row is a parse problem."""
     name = path.name.lower().removesuffix(".gz")
     opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
+    # Undecodable bytes become lone surrogates, so a line in another encoding is rejected
+    # with its number instead of aborting the whole file.
+    with opener(path, "rt", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         if name.endswith(".csv"):
             reader = csv.DictReader(fh)
             missing = [c for c in IMPORT_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
                 raise LabelError(f"{path}: missing columns {', '.join(missing)}")
             for row in reader:
+                if not all(_is_utf8(v) for v in row.values() if isinstance(v, str)):
+                    yield reader.line_num, NOT_UTF8
+                    continue
                 yield reader.line_num, row
         elif name.endswith((".jsonl", ".ndjson", ".json")):
             for number, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
+                if not _is_utf8(line):
+                    yield number, NOT_UTF8
+                    continue
                 try:
                     obj = json.loads(line)
                 except ValueError as exc:
                     yield number, f"not valid JSON ({exc.msg})"
+                    continue
+                except RecursionError:
+                    yield number, "not valid JSON (nested too deeply)"
                     continue
                 yield number, obj if isinstance(obj, dict) else "not a JSON object"
         else:
