@@ -314,6 +314,21 @@ def edit_label(
     return _submit(engine, True, dict(locals()))
 
 
+def latest_versions(campaign_id: int, user_id: int) -> Any:
+    """Subquery (work_id, v): the user's latest label version on each work of a campaign.
+
+    Args:
+        campaign_id: the campaign.
+        user_id: the annotator.
+    """
+    return (
+        select(Label.work_id, func.max(Label.version).label("v"))
+        .where(Label.campaign_id == campaign_id, Label.user_id == user_id)
+        .group_by(Label.work_id)
+        .subquery()
+    )
+
+
 def user_labels(engine: Engine, campaign_id: int, user_id: int) -> list[LabelView]:
     """The user's own current label (latest version) on each work, newest first.
 
@@ -322,12 +337,7 @@ def user_labels(engine: Engine, campaign_id: int, user_id: int) -> list[LabelVie
         campaign_id: the campaign.
         user_id: the annotator (never anyone else's labels).
     """
-    latest = (
-        select(Label.work_id, func.max(Label.version).label("v"))
-        .where(Label.campaign_id == campaign_id, Label.user_id == user_id)
-        .group_by(Label.work_id)
-        .subquery()
-    )
+    latest = latest_versions(campaign_id, user_id)
     with read_session(engine) as session:
         rows = session.execute(
             select(Label)

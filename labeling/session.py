@@ -17,7 +17,15 @@ from db.models import Campaign, Label, Work, utcnow
 from labeling.abstracts import AbstractState, Prefetcher, get_abstracts
 from labeling.campaigns import campaign_progress
 from labeling.card import WorkCard, build_card
-from labeling.labels import LabelError, LabelResult, LabelView, LeaseError, edit_label, submit_label
+from labeling.labels import (
+    LabelError,
+    LabelResult,
+    LabelView,
+    LeaseError,
+    edit_label,
+    latest_versions,
+    submit_label,
+)
 from labeling.labels import user_labels as _user_labels
 from labeling.queue import QueueError, claim_next, release_lease, renew_lease, upcoming
 from labeling.schema import Question, Schema
@@ -222,12 +230,7 @@ def forget_progress() -> None:
 
 def my_progress(engine: Engine, campaign_id: int, user_id: int) -> Progress:
     """The user's labelled and skipped works (latest versions) and the campaign's counts."""
-    latest = (
-        select(Label.work_id, func.max(Label.version).label("v"))
-        .where(Label.campaign_id == campaign_id, Label.user_id == user_id)
-        .group_by(Label.work_id)
-        .subquery()
-    )
+    latest = latest_versions(campaign_id, user_id)
     with read_session(engine) as session:
         rows = session.execute(
             select(Label.skipped, func.count())

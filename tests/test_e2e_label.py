@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +19,7 @@ from db.engine import read_session
 from db.models import Label, User
 from labeling.schema import Question, load_schema
 from labeling.settings import DEFAULT_SCHEMA
+from tests.servers import wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -51,17 +51,7 @@ def streamlit_server(db_url: str, log: Path) -> Iterator[str]:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                    if r.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.1)
+        wait_healthy(base, proc, log)
         yield base
     finally:
         proc.terminate()

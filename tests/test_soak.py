@@ -8,8 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -22,6 +20,7 @@ from bench.soak import OVERLAP, check, run_soak
 from db.engine import make_engine
 from labeling.campaigns import create_campaign
 from tests.factories import add_user, add_works
+from tests.servers import wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 SOAK_PROCESSES = 20
@@ -80,21 +79,6 @@ def _app_server(db_url: str, log: Path) -> Iterator[tuple[str, subprocess.Popen]
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def _wait_healthy(base: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
-    """Poll /_stcore/health until it answers "ok"; fail with the log if the server died."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.read() == b"ok":
-                    return
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"streamlit did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.2)
 
 
 def _claim_all(url: str, campaign_id: int, user_id: int) -> list[str]:
@@ -224,7 +208,7 @@ def test_two_app_servers_share_one_queue(db_url: str, tmp_path: Path) -> None:
         servers = [stack.enter_context(_app_server(db_url, log)) for log in logs]
         assert servers[0][0] != servers[1][0]
         for (base, proc), log in zip(servers, logs, strict=True):
-            _wait_healthy(base, proc, log)
+            wait_healthy(base, proc, log)
         plan = [(servers[i % 2][0], name) for i, name in enumerate(ui_users)]
         leases = asyncio.run(_sessions(plan, password, db_url))
         assert sorted(u for u, _ in leases) == sorted(ui_ids.values())
@@ -235,7 +219,7 @@ def test_two_app_servers_share_one_queue(db_url: str, tmp_path: Path) -> None:
             got = [f.result(timeout=120) for f in futures]
         for (base, proc), log in zip(servers, logs, strict=True):
             assert proc.poll() is None, log.read_text()[-2000:]
-            _wait_healthy(base, proc, log, timeout=10)
+            wait_healthy(base, proc, log, timeout=10)
     assert set(got[0]).isdisjoint(got[1])
     assert leased.isdisjoint(got[0] + got[1])
     assert sorted(got[0] + got[1] + sorted(leased)) == [f"W{i:04d}" for i in range(1, works + 1)]
