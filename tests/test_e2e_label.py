@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +15,7 @@ from db.engine import read_session
 from db.models import Label, User
 from labeling.schema import Question, load_schema
 from labeling.settings import DEFAULT_SCHEMA
-from tests.servers import wait_healthy
+from tests.servers import app_server, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -32,34 +28,12 @@ DWELL = 0.35  # the page ignores a submit less than 0.3 s after an item appears 
 pytestmark = pytest.mark.e2e
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
 def streamlit_server(db_url: str, log: Path) -> Iterator[str]:
     """`streamlit run app.py` on a free port against db_url (offline); yields the base URL."""
-    port = free_port()
-    env = dict(os.environ, LABELING_DB_URL=db_url, LABELING_OPENALEX_OFFLINE="true")
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-           "--server.address", "127.0.0.1", "--server.port", str(port),
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with app_server(db_url, log) as (base, proc):
         wait_healthy(base, proc, log)
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @contextmanager

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing as mp
-import os
-import socket
-import subprocess
-import sys
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +15,7 @@ from bench.soak import OVERLAP, check, run_soak
 from db.engine import make_engine
 from labeling.campaigns import create_campaign
 from tests.factories import add_user, add_works
-from tests.servers import wait_healthy
+from tests.servers import app_server, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 SOAK_PROCESSES = 20
@@ -51,34 +46,6 @@ def test_soak_check_catches_violations(sqlite_url: str) -> None:
     assert "labels submitted (> 2)" in text
     assert "labelled it twice" in text
     assert "submission a is in the database 0 times" in text
-
-
-def _free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def _app_server(db_url: str, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`streamlit run app.py` on a free port against db_url (offline); yields URL and process."""
-    port = _free_port()
-    env = dict(os.environ, LABELING_DB_URL=db_url, LABELING_OPENALEX_OFFLINE="true")
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-           "--server.address", "127.0.0.1", "--server.port", str(port),
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield f"http://127.0.0.1:{port}", proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _claim_all(url: str, campaign_id: int, user_id: int) -> list[str]:
@@ -205,7 +172,7 @@ def test_two_app_servers_share_one_queue(db_url: str, tmp_path: Path) -> None:
     engine.dispose()
     logs = [tmp_path / "app_a.log", tmp_path / "app_b.log"]
     with ExitStack() as stack:
-        servers = [stack.enter_context(_app_server(db_url, log)) for log in logs]
+        servers = [stack.enter_context(app_server(db_url, log)) for log in logs]
         assert servers[0][0] != servers[1][0]
         for (base, proc), log in zip(servers, logs, strict=True):
             wait_healthy(base, proc, log)
