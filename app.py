@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
-from labeling import access
-from labeling.users import AuthError, authenticate, create_session, end_session
+from labeling import access, sso
+from labeling.card import escape_markdown as esc
+from labeling.settings import get_settings
+from labeling.users import AuthError, UserInfo, authenticate, create_session, end_session
 from pages._guard import current_user, engine
 
 st.set_page_config(page_title="Labeling", page_icon=":material/fact_check:", layout="wide")
@@ -31,9 +34,65 @@ def page(name: str) -> st.Page:
                    default=name == "home")
 
 
-def login_page() -> None:
-    """The login form; on success the session token goes into session_state."""
-    st.title("Sign in")
+def provider_claims() -> dict[str, Any] | None:
+    """st.user's claims when SSO is on and the person is signed in at the provider."""
+    if not get_settings().sso_enabled:
+        return None
+    claims = st.user.to_dict()
+    return dict(claims) if claims.get("is_logged_in") is True else None
+
+
+def sso_problems() -> list[str]:
+    """What keeps the configured provider from working (empty when nothing)."""
+    try:
+        auth = st.secrets.get("auth")
+    except Exception:  # no secrets.toml at all
+        auth = None
+    return sso.check_auth_config(auth, get_settings().sso_provider)
+
+
+def sso_sign_in() -> UserInfo | None:
+    """Open a login session for the provider's identity, or remember why it was refused."""
+    claims = provider_claims()
+    if claims is None:
+        return None
+    settings = get_settings()
+    try:
+        user, token = sso.start_session(
+            engine(), claims, idle_minutes=settings.session_idle_minutes,
+            provider=settings.sso_provider,
+            assume_email_verified=settings.sso_assume_email_verified,
+        )  # fmt: skip
+    except sso.SSORefused as exc:
+        st.session_state["sso_refusal"] = (str(exc), isinstance(exc, sso.SSOStale))
+        return None
+    st.session_state.pop("sso_refusal", None)
+    st.session_state["auth_token"] = token
+    st.session_state["auth_via"] = "sso"
+    return user
+
+
+def sso_block() -> None:
+    """The 'Sign in with <provider>' button, and why the last attempt was refused."""
+    settings = get_settings()
+    label = settings.sso_button_label
+    refusal = st.session_state.get("sso_refusal") if provider_claims() else None
+    if refusal:
+        message, stale = refusal
+        (st.info if stale else st.error)(message)
+    problems = sso_problems()
+    if problems:
+        st.error(f"Sign-in with {label} is not available: " + "; ".join(problems) + ".")
+    elif st.button(f"Sign in with {label}", key="sso_login", type="primary"):
+        st.login(settings.sso_provider)
+    if refusal and not refusal[1]:
+        if st.button(f"Sign out of {label} (use another account)", key="sso_logout"):
+            st.session_state.pop("sso_refusal", None)
+            st.logout()
+
+
+def local_form() -> None:
+    """The name and password form of local accounts."""
     with st.form("login"):
         name = st.text_input("Name", key="login_name")
         password = st.text_input("Password", type="password", key="login_password")
@@ -44,16 +103,48 @@ def login_page() -> None:
         except AuthError as exc:
             st.error(str(exc))
             return
+        settings = get_settings()
+        if not sso.local_login_allowed(user.role, settings.local_login_role_set):
+            via = f"Sign in with {settings.sso_button_label}" if settings.sso_enabled else "SSO"
+            st.error(f"Local sign-in is not allowed for {user.role} accounts; use {via}.")
+            return
         st.session_state["auth_token"] = create_session(engine(), user.id)
+        st.session_state["auth_via"] = "local"
         st.rerun()
 
 
+def login_page() -> None:
+    """Single sign-on (when configured) and the local login form."""
+    st.title("Sign in")
+    settings = get_settings()
+    if not settings.sso_enabled:
+        local_form()
+        return
+    sso_block()
+    everyone = set(sso.ROLES) <= settings.local_login_role_set
+    if everyone:
+        st.caption("or with a local account:")
+        local_form()
+    else:
+        with st.expander("Local account (" + ", ".join(sorted(settings.local_login_role_set))
+                         + " only)"):  # fmt: skip
+            local_form()
+
+
 def logout() -> None:
-    """End the login session in the database and in this browser session."""
+    """End the login session in the database, this browser session and at the provider."""
     end_session(engine(), st.session_state.pop("auth_token", None))
+    via = st.session_state.pop("auth_via", None)
+    st.session_state.pop("sso_refusal", None)
+    # Also when a local account signs out while a provider identity is present: otherwise
+    # the next run would sign that identity straight back in.
+    if via == "sso" or provider_claims() is not None:
+        st.logout()
 
 
 user = current_user()
+if user is None and get_settings().sso_enabled:
+    user = sso_sign_in()
 if user is None:
     nav = st.navigation([st.Page(login_page, title="Sign in", url_path="login")])
 else:
@@ -63,6 +154,8 @@ else:
     ]
     nav = st.navigation(available)
     with st.sidebar:
-        st.caption(f"Signed in as **{user.name}** ({user.role})")
+        via = st.session_state.get("auth_via")
+        how = f" via {get_settings().sso_button_label}" if via == "sso" else ""
+        st.caption(f"Signed in as **{esc(user.name)}** ({user.role}){esc(how)}")
         st.button("Sign out", key="logout", on_click=logout)
 nav.run()

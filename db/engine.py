@@ -151,6 +151,19 @@ def write_session(engine: Engine) -> Iterator[Session]:
 
 
 @contextmanager
+def snapshot_connection(engine: Engine) -> Iterator[Connection]:
+    """A connection in one read transaction that sees a single database state throughout.
+
+    SQLite (WAL) fixes a reader's snapshot at its first read, which this does at once;
+    PostgreSQL needs REPEATABLE READ, as READ COMMITTED takes a new snapshot per statement.
+    """
+    options = {} if is_sqlite(engine) else {"isolation_level": "REPEATABLE READ"}
+    with engine.connect().execution_options(**options) as conn, conn.begin():
+        conn.exec_driver_sql("SELECT count(*) FROM alembic_version").all()
+        yield conn
+
+
+@contextmanager
 def read_session(engine: Engine) -> Iterator[Session]:
     """A read-only session (rolled back at the end)."""
     with Session(bind=engine, expire_on_commit=False) as session:

@@ -73,6 +73,18 @@ def _in(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{v}'" for v in values)
 
 
+EXPORT_INDEX_COLUMNS = (
+    "status", "id", "validated_via", "model_version", "year", "doi", "title", "final_answers",
+    "machine_hash", "machine", "score_opus", "score_gpt", "score_spread", "teacher_disagreement",
+    "threshold_uncertainty",
+)  # fmt: skip
+
+
+def index_applies(index: Index, dialect: str) -> bool:
+    """Whether an index of the models exists on a dialect (see Index.info["dialects"])."""
+    return dialect in index.info.get("dialects", (dialect,))
+
+
 class Base(DeclarativeBase):
     """Declarative base with the naming convention."""
 
@@ -120,6 +132,10 @@ class Work(Base):
     is_gold: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     imported_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The export's machine columns computed at import (JSON text), and the hash of the schema
+    # parts they were computed with (labeling.machine_columns); NULL for rows from elsewhere.
+    machine: Mapped[str | None] = mapped_column(Text)
+    machine_hash: Mapped[str | None] = mapped_column(String(16))
 
     __table_args__ = (
         CheckConstraint(f"status IN ({_in(STATUSES)})", name="status"),
@@ -128,6 +144,12 @@ class Work(Base):
             "ix_works_gold", "id",
             sqlite_where=text("is_gold = 1"), postgresql_where=text("is_gold"),
         ),  # fmt: skip
+        # SQLite keeps a 3 KB record inline, one row per page: a gold-set export would read
+        # the whole table. This covering index holds what the export reads, for one status
+        # in id order (the export's default is the validated works only).
+        # PostgreSQL moves the record out of line (TOAST) and would refuse long titles in a
+        # B-tree entry, so the index exists on SQLite only (see EXPORT_INDEX_DIALECTS).
+        Index("ix_works_export", *EXPORT_INDEX_COLUMNS, info={"dialects": ("sqlite",)}),
     )
 
 
@@ -172,6 +194,43 @@ class AuthSession(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+SSO_KINDS = ("subject", "email", "domain")
+
+
+class SSOIdentity(Base):
+    """How a single-sign-on identity becomes a local user (see labeling/sso.py).
+
+    `subject`: the provider's issuer and subject claim, linked to one user. `email`: a
+    verified e-mail address, linked to one user. `domain`: a verified address at this domain
+    may sign in; on first sign-in a user with `role` is created and a `subject` row links it.
+    """
+
+    __tablename__ = "sso_identities"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    # Only `subject` rows name an issuer; e-mail and domain rules hold '' (any issuer).
+    issuer: Mapped[str] = mapped_column(String(512), nullable=False, default="")
+    value: Mapped[str] = mapped_column(String(320), nullable=False)
+    user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    role: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    created_by: Mapped[str | None] = mapped_column(String(128))
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        UniqueConstraint("kind", "issuer", "value"),
+        CheckConstraint(f"kind IN ({_in(SSO_KINDS)})", name="kind"),
+        CheckConstraint(
+            "(kind = 'domain' AND user_id IS NULL AND role IS NOT NULL AND role IN "
+            f"({_in(ROLES)})) OR (kind <> 'domain' AND user_id IS NOT NULL AND role IS NULL)",
+            name="target",
+        ),
+    )
 
 
 class Campaign(Base):

@@ -131,7 +131,8 @@ def import_frame_cmd(obj: Context, path: Path, schema_path: str | None, strict: 
 @click.pass_obj
 def import_labels_cmd(obj: Context, path: Path, campaign: str | None, as_json: bool) -> None:
     """Import human labels (long CSV or JSONL: work_id, annotator, question, value)."""
-    from labeling.labels import LabelError, import_labels
+    from labeling.label_import import import_labels
+    from labeling.labels import LabelError
 
     schema = obj.schema()
     try:
@@ -246,8 +247,10 @@ def synth(obj: Context, n: int, out: Path, seed: int) -> None:
 
 from labeling.cli_export import register as register_export  # noqa: E402
 from labeling.cli_more import register  # noqa: E402  (commands of the later issues)
+from labeling.cli_sso import register as register_sso  # noqa: E402
 from labeling.cli_trust import register as register_trust  # noqa: E402
 
 register(main)
 register_export(main)
 register_trust(main)
+register_sso(main)

@@ -20,6 +20,7 @@ from db.models import (
     Work,
     utcnow,
 )
+from labeling.inputs import shown, storable
 from labeling.schema import Question
 from labeling.validation import LEAD_ROLES, ValidationError
 
@@ -216,6 +217,8 @@ def work_status(engine: Engine, work_id: str) -> str | None:
         engine: the database.
         work_id: the work.
     """
+    if not storable(work_id):  # e.g. a NUL: no work has such an id (PostgreSQL refuses it)
+        return None
     with read_session(engine) as session:
         return session.execute(select(Work.status).where(Work.id == work_id)).scalar()
 
@@ -236,10 +239,11 @@ def _set_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int, gold: 
         if lead is None or lead.role not in LEAD_ROLES:
             raise ValidationError("only leads can mark or unmark gold works")
         found = dict(session.execute(
-            select(Work.id, Work.status).where(Work.id.in_(ids))).all())
+            select(Work.id, Work.status).where(Work.id.in_([w for w in ids if storable(w)]))
+        ).all())
         unknown = [w for w in ids if w not in found]
         if unknown:
-            raise ValidationError(f"unknown work {', '.join(unknown)}")
+            raise ValidationError(f"unknown work {', '.join(shown(w) for w in unknown)}")
         if gold:
             open_ = [w for w in ids if found[w] != STATUS_VALIDATED]
             if open_:

@@ -8,35 +8,38 @@ database state therefore exports byte-identical data files.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import io
 import os
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
-from sqlalchemy import Engine, insert
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+from sqlalchemy import Connection, Engine, insert
 
 import labeling
-from db.engine import write_session
+from db.engine import snapshot_connection, write_session
 from db.models import Export, utcnow
 from labeling.export_rows import (
-    CHUNK,
     LONG_COLUMNS,
     ExportError,
     ExportFilters,
-    GoldChunk,
-    iter_chunks,
+    arrow_schema,
     resolve_campaign,
     select_questions,
     status_counts,
     wide_columns,
     work_conditions,
 )
+from labeling.gold_table import CHUNK, GoldChunk, iter_tables
 from labeling.schema import Schema
 
 __all__ = ["FORMATS", "ExportError", "ExportFilters", "ExportPreview", "ExportResult",
@@ -45,6 +48,10 @@ __all__ = ["FORMATS", "ExportError", "ExportFilters", "ExportPreview", "ExportRe
 FORMATS = ("csv", "jsonl", "parquet")
 ROW_GROUP = 65_536
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_FIRST = pa.array(FORMULA_START, pa.string())
+# Strings always quoted, nulls empty: an empty text and a missing value stay different.
+CSV_OPTIONS = pa_csv.WriteOptions(include_header=True, batch_size=8192, delimiter=",",
+                                  quoting_style="needed")  # fmt: skip
 PSEUDONYM_NOTE = (
     "annotator and lead names replaced by 'annotator-' + the first 12 hex digits of "
     "HMAC-SHA256(key, name); key = SHA-256 of a fixed tag and the database's earliest users "
@@ -104,36 +111,36 @@ def neutralise(text: str) -> str:
     return "'" + text if text.startswith(FORMULA_START) else text
 
 
-def _csv_str(value: Any) -> str:
-    """A text cell, neutralised."""
-    if value is None:
-        return ""
-    return "'" + value if value and value[0] in "=+-@\t\r" else value
+def _neutralised(column: pa.Array) -> pa.Array:
+    """A text column with every formula-starting cell prefixed with an apostrophe."""
+    first = pc.utf8_slice_codeunits(column, 0, 1)
+    risky = pc.fill_null(pc.is_in(first, value_set=_FORMULA_FIRST), False)
+    if not pc.any(risky).as_py():
+        return column
+    return pc.if_else(risky, pc.binary_join_element_wise("'", column, ""), column)
 
 
-def _csv_list(value: Any) -> str:
-    """A list cell: labels ;-joined, neutralised."""
-    return "" if value is None else _csv_str(";".join(str(v) for v in value))
+def csv_ready(table: pa.Table) -> pa.Table:
+    """Text cells neutralised and lists ';'-joined, for a spreadsheet-safe CSV."""
+    columns = []
+    for name in table.column_names:
+        col = table[name].combine_chunks()
+        if pa.types.is_list(col.type):
+            col = pc.binary_join(col, ";")
+        if pa.types.is_string(col.type):
+            col = _neutralised(col)
+        columns.append(col)
+    return pa.table(columns, names=table.column_names)
 
 
-def _csv_other(value: Any) -> Any:
-    """A number or flag cell: floats as repr, booleans true/false, None empty."""
-    if value is None:
-        return ""
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return _csv_list(value)
-    if isinstance(value, str):
-        return _csv_str(value)
-    return repr(value) if isinstance(value, float) else value
-
-
-_CSV_CELL = {"str": _csv_str, "list": _csv_list}
+def _jsonl(rows: list[dict[str, Any]]) -> bytes:
+    """JSON Lines with U+2028/2029 escaped (valid JSON, but they split lines in some readers)."""
+    data = b"".join(orjson.dumps(r) + b"\n" for r in rows)
+    return data.replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")
 
 
 class _HashingFile:
-    """A binary file that also hashes and counts what is written to it."""
+    """A binary file that also hashes what is written to it."""
 
     def __init__(self, fh: IO[bytes]) -> None:
         """Wrap an open binary file."""
@@ -145,86 +152,90 @@ class _HashingFile:
         self.sha.update(data)
         return self.fh.write(data)
 
+    @property
+    def closed(self) -> bool:
+        """Whether the file is closed (pyarrow's writers ask)."""
+        return self.fh.closed
+
+    def flush(self) -> None:
+        """Flush the file."""
+        self.fh.flush()
+
 
 class _Writer:
-    """Streams rows of fixed columns into one file of one format."""
+    """Streams tables of a fixed schema into one file of one format."""
 
-    def __init__(self, path: Path, fmt: str, columns: list[tuple[str, str]]) -> None:
+    def __init__(self, path: Path, fmt: str, schema: pa.Schema) -> None:
         """Open a temporary file beside `path` (renamed into place by close)."""
-        self.path, self.fmt, self.columns = path, fmt, columns
-        self.names = [c for c, _ in columns]
+        self.path, self.fmt, self.schema = path, fmt, schema
         self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         self.rows = 0
-        self._convs = [(c, _CSV_CELL.get(k, _csv_other)) for c, k in columns]
         self._pq: Any = None
-        self._batches: list[Any] = []
-        self._pending = 0
+        self._csv: Any = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
         # Parquet writes its own file (hashed when closed); text formats stream through here.
         self._fh = self.tmp.open("wb") if fmt != "parquet" else io.BytesIO()
         self._out = _HashingFile(self._fh)
-        if fmt == "csv":
-            self._text = io.StringIO()
-            self._csv = csv.writer(self._text, lineterminator="\n")
-            self._csv.writerow(self.names)
-            self._flush_text()
-        elif fmt == "parquet":
-            import pyarrow.parquet as pq
-
-            self._schema = _arrow_schema(columns)
+        if fmt == "parquet":
             self._pq = pq.ParquetWriter(
-                str(self.tmp), self._schema, compression="zstd", compression_level=3,
+                str(self.tmp), schema, compression="zstd", compression_level=3,
                 use_dictionary=True, write_statistics=True, version="2.6",
                 data_page_version="1.0", store_schema=True,
             )  # fmt: skip
 
-    def _flush_text(self) -> None:
-        """Move the CSV text buffer to the file as UTF-8."""
-        self._out.write(self._text.getvalue().encode("utf-8"))
-        self._text.seek(0)
-        self._text.truncate()
+    def write(self, table: pa.Table) -> None:
+        """Append a table (Parquet: buffered until a row group is full)."""
+        if not table.num_rows:
+            return
+        self.rows += table.num_rows
+        if self.fmt == "csv":
+            ready = csv_ready(table)
+            if self._csv is None:
+                self._csv = pa_csv.CSVWriter(self._out, ready.schema, write_options=CSV_OPTIONS)
+            self._csv.write_table(ready)
+        elif self.fmt == "jsonl":
+            self._out.write(_jsonl(table.to_pylist()))
+        else:
+            self._pending.append(table)
+            self._pending_rows += table.num_rows
+            if self._pending_rows >= ROW_GROUP:
+                self._flush_groups(final=False)
 
-    def write(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Append rows (Parquet: buffered as Arrow batches until a row group is full)."""
+    def write_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Append plain rows (the long file: JSONL keeps list answers as lists)."""
         if not rows:
             return
-        self.rows += len(rows)
-        if self.fmt == "csv":
-            convs = self._convs
-            self._csv.writerows([[f(r[c]) for c, f in convs] for r in rows])
-            self._flush_text()
-        elif self.fmt == "jsonl":
-            data = b"".join(orjson.dumps({c: r[c] for c in self.names}) + b"\n" for r in rows)
-            # U+2028/2029 are valid in JSON but split lines in some readers (JavaScript).
-            self._out.write(data.replace("\u2028".encode(), b"\\u2028")
-                            .replace("\u2029".encode(), b"\\u2029"))  # fmt: skip
-        else:
-            import pyarrow as pa
-
-            arrays = [pa.array([r[c] for r in rows], type=self._schema.field(c).type)
-                      for c in self.names]  # fmt: skip
-            self._batches.append(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
-            self._pending += len(rows)
-            if self._pending >= ROW_GROUP:
-                self._flush_groups(final=False)
+        if self.fmt == "jsonl":
+            self.rows += len(rows)
+            self._out.write(_jsonl(rows))
+            return
+        joined = [{**r, "value": ";".join(r["value"]) if isinstance(r["value"], list)
+                   else r["value"]} for r in rows]  # fmt: skip
+        self.write(pa.Table.from_pylist(joined, schema=self.schema))
 
     def _flush_groups(self, *, final: bool) -> None:
         """Write pending Parquet rows in row groups of exactly ROW_GROUP rows (the last may
         be shorter), so the file layout does not depend on how rows were chunked."""
-        import pyarrow as pa
-
-        table = pa.Table.from_batches(self._batches, schema=self._schema)
+        table = pa.concat_tables(self._pending)
         while table.num_rows >= ROW_GROUP or (final and table.num_rows):
             size = min(ROW_GROUP, table.num_rows)
             self._pq.write_table(table.slice(0, size), row_group_size=size)
             table = table.slice(size)
-        self._batches = table.combine_chunks().to_batches() if table.num_rows else []
-        self._pending = table.num_rows
+        self._pending = [table] if table.num_rows else []
+        self._pending_rows = table.num_rows
 
     def close(self) -> str:
         """Finish the file, move it into place and return its sha256."""
+        if self.fmt == "csv" and self._csv is None:  # no rows: the header alone
+            self._csv = pa_csv.CSVWriter(self._out, csv_ready(self.schema.empty_table()).schema,
+                                         write_options=CSV_OPTIONS)  # fmt: skip
+        if self._csv is not None:
+            self._csv.close()
         self._fh.close()
         if self._pq is not None:
-            self._flush_groups(final=True)
+            if self._pending:
+                self._flush_groups(final=True)
             self._pq.close()
             with self.tmp.open("rb") as fh:
                 while block := fh.read(1 << 20):
@@ -237,30 +248,33 @@ class _Writer:
         try:
             if self._pq is not None:
                 self._pq.close()
+            if self._csv is not None:
+                self._csv.close()
         except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
             pass
         self._fh.close()
         self.tmp.unlink(missing_ok=True)
 
 
-def _arrow_schema(columns: list[tuple[str, str]]) -> Any:
-    """The fixed Arrow schema of a column list (no pandas metadata)."""
-    import pyarrow as pa
-
-    kinds = {"str": pa.string(), "answer": pa.string(), "int": pa.int64(),
-             "float": pa.float64(), "bool": pa.bool_(), "list": pa.list_(pa.string())}
-    return pa.schema([pa.field(name, kinds[kind]) for name, kind in columns])
-
-
-def _long_for(fmt: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Long rows ready for a format: Parquet wants the value column as text."""
-    if fmt != "parquet":
-        return rows
-    return [{**r, "value": ";".join(r["value"]) if isinstance(r["value"], list) else r["value"]}
-            for r in rows]  # fmt: skip
-
-
 # ---------------------------------------------------------------- public API
+
+
+@contextmanager
+def _lean(conn: Connection) -> Iterator[None]:
+    """A small SQLite page cache for the export's connection, restored afterwards.
+
+    An export reads each page once, in order: the usual 64 MB cache would only add to the
+    export's memory.
+    """
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+    conn.exec_driver_sql("PRAGMA cache_size=-8192")
+    try:
+        yield
+    finally:
+        conn.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
 
 
 def _check(fmt: str, schema: Schema, filters: ExportFilters) -> None:
@@ -284,8 +298,8 @@ def export_gold(
         out: the data file to write (replaced atomically).
         fmt: "csv", "jsonl" or "parquet".
         filters: which works and questions (default: validated works, every question).
-        long: also write every current label, one row per question (see long_path); CSV and
-            JSONL long files can be imported again with import_labels.
+        long: also write every current label, one row per question (see long_path); the
+            labels file, in any format, can be imported again with import_labels.
         pseudonymize: replace annotator and lead names by stable pseudonyms.
         user_id: who exported (kept in the exports table).
         chunk_size: works read and built per step (memory; the files do not depend on it).
@@ -299,18 +313,18 @@ def export_gold(
     out.parent.mkdir(parents=True, exist_ok=True)
     questions = select_questions(schema, filters.questions)
     columns = wide_columns(schema, questions)
-    main = _Writer(out, fmt, columns)
+    main = _Writer(out, fmt, arrow_schema(columns))
     lpath = long_path(out, fmt) if long else None
-    side = _Writer(lpath, fmt, LONG_COLUMNS) if lpath is not None else None
+    side = _Writer(lpath, fmt, arrow_schema(LONG_COLUMNS)) if lpath is not None else None
     counts: Counter[str] = Counter()
     try:
-        with engine.connect() as conn, conn.begin():
-            for chunk in iter_chunks(conn, schema, filters, pseudonymize=pseudonymize,
+        with snapshot_connection(engine) as conn, _lean(conn):
+            for chunk in iter_tables(conn, schema, filters, pseudonymize=pseudonymize,
                                      chunk_size=chunk_size, with_labels=long):  # fmt: skip
-                main.write(chunk.rows)
-                counts.update(r["status"] for r in chunk.rows)
+                main.write(chunk.table)
+                counts.update(chunk.table["status"].to_pylist())
                 if side is not None:
-                    side.write(_long_for(fmt, chunk.labels))
+                    side.write_rows(chunk.labels)
         digest = main.close()
         long_digest = side.close() if side is not None else None
     except BaseException:
@@ -353,8 +367,9 @@ def _write_manifest(
         },
         "pseudonymized": pseudonymize,
         "pseudonyms": PSEUDONYM_NOTE if pseudonymize else None,
-        "csv": "UTF-8, no BOM; multi-label answers ';'-joined; cells starting with = + - @ tab "
-               "or CR are prefixed with an apostrophe" if result.format == "csv" else None,
+        "csv": "UTF-8, no BOM; text always quoted, so an unquoted empty cell is a missing value "
+               "and \"\" an empty text; multi-label answers ';'-joined; cells starting with = + "
+               "- @ tab or CR are prefixed with an apostrophe" if result.format == "csv" else None,
     }  # fmt: skip
     target = Path(result.manifest_path)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
@@ -395,10 +410,10 @@ def preview(
         camp = resolve_campaign(conn, filters.campaign)
         counts = status_counts(conn, work_conditions(filters, camp.id if camp else None))
         rows: list[dict[str, Any]] = []
-        chunks: Iterator[GoldChunk] = iter_chunks(
+        chunks: Iterator[GoldChunk] = iter_tables(
             conn, schema, filters, pseudonymize=pseudonymize, chunk_size=max(1, limit))
         for chunk in chunks:
-            rows.extend(chunk.rows)
+            rows.extend(chunk.table.to_pylist())
             break
         chunks.close()  # type: ignore[attr-defined]
     return ExportPreview(counts=counts, total=sum(counts.values()), columns=columns,

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 from tqdm import tqdm
 
 from db.bulk import bulk_insert
 from db.engine import RawJSON, write_connection
-from db.models import ImportRun, Prediction, Work, utcnow
+from db.models import ImportRun, Prediction, Work, index_applies, utcnow
+from labeling.machine_columns import MachinePlan, machine_digest, machine_hash, machine_plan
 from labeling.record import check_record, work_columns
 from labeling.schema import Schema
 
@@ -156,6 +157,7 @@ def _parse_chunk_in_worker(chunk: list[tuple[int, bytes]]) -> list[Parsed]:
 def parse_chunk(chunk: list[tuple[int, bytes]], schema: Schema) -> list[Parsed]:
     """Parse and check raw lines; blank lines are dropped."""
     out: list[Parsed] = []
+    plan, plan_hash = _plan_for(schema)
     for number, line in chunk:
         line = line.strip()
         if not line:
@@ -170,18 +172,30 @@ def parse_chunk(chunk: list[tuple[int, bytes]], schema: Schema) -> list[Parsed]:
             out.append(Parsed(number, checked.work_id, checked.errors, []))
             continue
         assert checked.work_id is not None
+        columns = work_columns(rec, checked.work_id)
+        columns["machine"], columns["machine_hash"] = machine_digest(plan, rec), plan_hash
         out.append(
             Parsed(
                 number,
                 checked.work_id,
                 [],
                 checked.warnings,
-                work_columns(rec, checked.work_id),
+                columns,
                 line.decode("utf-8"),
                 hashlib.sha256(line).hexdigest(),
             )
         )
     return out
+
+
+_plans: dict[str, tuple[MachinePlan, str]] = {}
+
+
+def _plan_for(schema: Schema) -> tuple[MachinePlan, str]:
+    """The schema's machine plan and hash (built once per schema and process)."""
+    if schema.hash not in _plans:
+        _plans[schema.hash] = (machine_plan(schema), machine_hash(schema))
+    return _plans[schema.hash]
 
 
 def import_frame(
@@ -351,16 +365,21 @@ def _write_batch(conn: Connection, batch: list[Parsed], summary: ImportSummary) 
     existing = {
         row.id: row
         for row in conn.execute(
-            select(Work.id, Work.record_hash, Work.model_version).where(Work.id.in_(ids))
+            select(Work.id, Work.record_hash, Work.model_version, Work.machine_hash)
+            .where(Work.id.in_(ids))
         )
     }
     now = utcnow()
     new_works: list[dict[str, Any]] = []
+    stale: list[dict[str, Any]] = []
     for p in batch:
         assert p.columns is not None and p.text is not None
         old = existing.get(p.work_id)
         if old is not None and old.record_hash == p.digest:
             summary.unchanged += 1
+            if old.machine_hash != p.columns["machine_hash"]:  # imported under another schema
+                stale.append({"b_id": p.work_id, "machine": p.columns["machine"],
+                              "machine_hash": p.columns["machine_hash"]})  # fmt: skip
             continue
         cols = dict(p.columns, record=RawJSON(p.text), record_hash=p.digest, updated_at=now)
         if old is None:
@@ -374,6 +393,12 @@ def _write_batch(conn: Connection, batch: list[Parsed], summary: ImportSummary) 
     if new_works:
         bulk_insert(conn, Work.__table__, new_works)
         summary.inserted += len(new_works)
+    if stale:
+        conn.execute(
+            update(Work).where(Work.id == bindparam("b_id"))
+            .values(machine=bindparam("machine"), machine_hash=bindparam("machine_hash")),
+            stale,
+        )  # fmt: skip
 
 
 def _keep_superseded_prediction(
@@ -399,10 +424,16 @@ def _keep_superseded_prediction(
         )
 
 
+def work_indexes(dialect: str) -> list[Any]:
+    """The works table's secondary indexes that exist on a dialect."""
+    return sorted((i for i in Work.__table__.indexes if index_applies(i, dialect)),
+                  key=lambda i: i.name)  # fmt: skip
+
+
 def ensure_work_indexes(engine: Engine) -> None:
     """Create any missing index of the works table (one a killed bulk load left dropped)."""
     with write_connection(engine) as conn:
-        for index in Work.__table__.indexes:
+        for index in work_indexes(conn.dialect.name):
             index.create(conn, checkfirst=True)
 
 
@@ -416,7 +447,7 @@ def _defer_indexes(engine: Engine) -> list[Any]:
     with write_connection(engine) as conn:
         if conn.execute(select(Work.id).limit(1)).first() is not None:
             return []
-        indexes = list(Work.__table__.indexes)
+        indexes = work_indexes(conn.dialect.name)
         for index in indexes:
             index.drop(conn)
     return indexes

@@ -1,15 +1,10 @@
-"""Labels: submit, skip, edit (append-only versions), read back, and import from CSV/JSONL."""
+"""Labels: submit, skip, edit (append-only versions), read back; file imports: label_import."""
 
 from __future__ import annotations
 
-import csv
-import gzip
-import hashlib
-import json
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -22,30 +17,25 @@ from db.models import (
     STATUS_VALIDATED,
     Campaign,
     CampaignItem,
-    ImportRun,
     Label,
     Lease,
     User,
     Work,
     utcnow,
 )
-from labeling.campaigns import MANUAL, add_items, find_campaign, get_or_create_campaign
 from labeling.schema import Schema
+from labeling.storage import storage_errors
 from labeling.validation import (
     SKIP_REASONS,
     AnswerError,
     campaign_questions,
     check_answers,
-    normalise_value,
     reevaluate_work,
 )
 
 if TYPE_CHECKING:
     import pandas as pd
 
-DEFAULT_IMPORT_CAMPAIGN = "imported"
-IMPORT_COLUMNS = ("work_id", "annotator", "question", "value")
-_BATCH = 500
 _SUBMIT_ATTEMPTS = 3
 
 
@@ -90,35 +80,6 @@ class LabelView:
     created_at: datetime
 
 
-@dataclass(frozen=True)
-class ImportProblem:
-    """One rejected line of a labels file."""
-
-    line: int
-    work_id: str | None
-    annotator: str | None
-    reason: str
-
-
-@dataclass
-class LabelImportSummary:
-    """What an import of human labels did."""
-
-    path: str
-    campaign: str
-    rows: int = 0
-    imported: int = 0
-    duplicates: int = 0
-    rejected: int = 0
-    works_added: int = 0
-    users_created: list[str] = field(default_factory=list)
-    problems: list[ImportProblem] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain data (for the import_runs table, the CLI and JSON)."""
-        return asdict(self)
-
-
 def _view(row: Label) -> LabelView:
     """The LabelView of a Label row."""
     return LabelView(
@@ -133,9 +94,6 @@ def _view(row: Label) -> LabelView:
 _BY_SID = select(
     Label.id, Label.campaign_id, Label.work_id, Label.user_id, Label.version, Label.skipped
 ).where(Label.submission_id == bindparam("sid"))
-_CAMPAIGN = select(
-    Campaign.id, Campaign.name, Campaign.overlap, Campaign.rule, Campaign.questions
-).where(Campaign.id == bindparam("cid"))
 _C, _W, _U = bindparam("cid"), bindparam("wid"), bindparam("uid")
 _LATEST = (
     select(Label.version, Label.skipped, Label.answers)
@@ -250,6 +208,7 @@ def _submit_tx(session: Session, edit: bool, args: dict[str, Any]) -> LabelResul
     return LabelResult(label_id, cid, wid, uid, version, skipped, True, status or "")
 
 
+@storage_errors("Not saved")  # a full disk or read-only database: StorageError, all rolled back
 def _submit(engine: Engine, edit: bool, args: dict[str, Any]) -> LabelResult:
     """Run a submit in its own transaction, retrying once a concurrent writer has won."""
     if not args["submission_id"] or len(args["submission_id"]) > 64:
@@ -406,213 +365,3 @@ def current_labels(engine: Engine, campaign_id: int | None = None) -> pd.DataFra
     columns = ["campaign_id", "work_id", "annotator", "user_id", "question", "value",
                "created_at", "version"]
     return pd.DataFrame.from_records(records, columns=columns)
-
-
-# ---------------------------------------------------------------- import of human labels
-
-
-NOT_UTF8 = "not UTF-8 text"
-
-
-def _is_utf8(text: str) -> bool:
-    """False when decoding left lone surrogates (the bytes were not UTF-8)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _read_rows(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
-    """(line number, row) per data line; a string instead of a row is a parse problem."""
-    name = path.name.lower().removesuffix(".gz")
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    # Undecodable bytes become lone surrogates, so a line in another encoding is rejected
-    # with its number instead of aborting the whole file.
-    with opener(path, "rt", encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
-        if name.endswith(".csv"):
-            reader = csv.DictReader(fh)
-            missing = [c for c in IMPORT_COLUMNS if c not in (reader.fieldnames or [])]
-            if missing:
-                raise LabelError(f"{path}: missing columns {', '.join(missing)}")
-            for row in reader:
-                if not all(_is_utf8(v) for v in row.values() if isinstance(v, str)):
-                    yield reader.line_num, NOT_UTF8
-                    continue
-                yield reader.line_num, row
-        elif name.endswith((".jsonl", ".ndjson", ".json")):
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                if not _is_utf8(line):
-                    yield number, NOT_UTF8
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as exc:
-                    yield number, f"not valid JSON ({exc.msg})"
-                    continue
-                except RecursionError:
-                    yield number, "not valid JSON (nested too deeply)"
-                    continue
-                yield number, obj if isinstance(obj, dict) else "not a JSON object"
-        else:
-            raise LabelError(f"{path}: expected a .csv or .jsonl file (optionally .gz)")
-
-
-def _parse_value(question: Any, raw: Any) -> Any:
-    """One cell of a labels file as a checked answer."""
-    if question.kind == "multi":
-        if raw is None or isinstance(raw, str):
-            raw = [p.strip() for p in (raw or "").split(";") if p.strip()]
-        return normalise_value(question, raw)
-    if raw is None or raw == "":
-        raise AnswerError(f"question '{question.name}': no value")
-    return normalise_value(question, raw)
-
-
-def _parse_meta(row: dict[str, Any], group: dict[str, Any]) -> None:
-    """Fold a row's created_at, confidence and note into its group."""
-    created = row.get("created_at")
-    if created not in (None, ""):
-        stamp = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
-        stamp = stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
-        group["created_at"] = max(group.get("created_at") or stamp, stamp)
-    conf = row.get("confidence")
-    if conf not in (None, ""):
-        group["confidence"] = int(conf)
-    if row.get("note") not in (None, ""):
-        group["note"] = str(row["note"])
-
-
-def _group_rows(
-    path: Path, questions: dict[str, Any], summary: LabelImportSummary
-) -> dict[tuple[str, str], dict[str, Any]]:
-    """Read, check and group a labels file by (work, annotator); rejects go to the summary."""
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-
-    def reject(line: int, wid: Any, who: Any, reason: str) -> None:
-        """Count and describe one rejected line."""
-        summary.rejected += 1
-        summary.problems.append(ImportProblem(line, wid or None, who or None, reason))
-
-    for line, row in _read_rows(path):
-        summary.rows += 1
-        if isinstance(row, str):
-            reject(line, None, None, row)
-            continue
-        wid = str(row.get("work_id") or "").strip()
-        who = str(row.get("annotator") or "").strip()
-        qname = str(row.get("question") or "").strip()
-        if not wid or not who or not qname:
-            reject(line, wid, who, "work_id, annotator and question are required")
-            continue
-        if qname not in questions:
-            reject(line, wid, who, f"unknown question '{qname}'")
-            continue
-        try:
-            value = _parse_value(questions[qname], row.get("value"))
-            group = groups.setdefault((wid, who), {"answers": {}, "lines": []})
-            _parse_meta(row, group)
-        except (AnswerError, ValueError, TypeError) as exc:
-            reject(line, wid, who, str(exc))
-            continue
-        before = group["answers"].get(qname)
-        if before is not None and questions[qname].kind == "multi":
-            value = normalise_value(questions[qname], sorted(set(before) | set(value)))
-        elif before is not None and before != value:
-            reject(line, wid, who, f"question '{qname}' already answered {before!r} above")
-            continue
-        group["answers"][qname] = value
-        group["lines"].append(line)
-    return {key: g for key, g in groups.items() if g["answers"]}
-
-
-def _users(engine: Engine, names: set[str], summary: LabelImportSummary) -> dict[str, int]:
-    """Ids of the annotators by name, creating the missing ones (no password)."""
-    with write_session(engine) as session:
-        found = dict(session.execute(select(User.name, User.id).where(User.name.in_(names))).all())
-        for name in sorted(names - set(found)):
-            user = User(name=name, role="annotator", password_hash=None, active=True,
-                        failed_logins=0, created_at=utcnow())
-            session.add(user)
-            session.flush()
-            found[name] = user.id
-            summary.users_created.append(name)
-    return found
-
-
-def _submission_id(campaign_id: int, wid: str, who: str, answers: dict[str, Any]) -> str:
-    """A deterministic submission id for an imported label's content."""
-    content = json.dumps([campaign_id, wid, who, answers], sort_keys=True, ensure_ascii=False)
-    return "imp-" + hashlib.sha256(content.encode("utf-8")).hexdigest()[:60]
-
-
-def import_labels(
-    engine: Engine, path: str | Path, schema: Schema, *, campaign: str | int | None = None
-) -> LabelImportSummary:
-    """Import human labels from a long-format CSV or JSONL file (idempotent).
-
-    Args:
-        engine: the database.
-        path: .csv or .jsonl (optionally .gz) with columns work_id, annotator, question,
-            value and optional created_at, confidence, note. Value: a label name (single),
-            yes/no (binary), ";"-separated label names (multi; empty = none chosen).
-        schema: the label schema.
-        campaign: name or id of the campaign to file the labels under; None = "imported"
-            (created if missing). Works not yet in the campaign are added to it.
-
-    Returns:
-        Counts of imported labels, duplicates (already present) and rejected lines, with
-        every problem (line number, work id, reason).
-    """
-    path = Path(path)
-    started = utcnow()
-    name = DEFAULT_IMPORT_CAMPAIGN if campaign is None else str(campaign)
-    # The issue's contract: a named campaign that does not exist yet is created.
-    info = find_campaign(engine, name) or get_or_create_campaign(engine, name, strategy=MANUAL)
-    summary = LabelImportSummary(path=str(path), campaign=info.name)
-    questions = {q.name: q for q in campaign_questions(info, schema)}
-    groups = _group_rows(path, questions, summary)
-    wanted = sorted({wid for wid, _ in groups})
-    known: set[str] = set()
-    with read_session(engine) as session:
-        for i in range(0, len(wanted), _BATCH):
-            chunk = wanted[i : i + _BATCH]
-            known |= set(session.execute(select(Work.id).where(Work.id.in_(chunk))).scalars())
-    for (wid, who), group in list(groups.items()):
-        if wid not in known:
-            for line in group["lines"]:
-                summary.rejected += 1
-                summary.problems.append(ImportProblem(line, wid, who, f"unknown work {wid}"))
-            del groups[(wid, who)]
-    users = _users(engine, {who for _, who in groups}, summary) if groups else {}
-    keys = sorted(groups)
-    for i in range(0, len(keys), _BATCH):
-        with write_session(engine) as session:
-            camp = session.connection().execute(_CAMPAIGN, {"cid": info.id}).one()
-            summary.works_added += add_items(session, info.id, [w for w, _ in keys[i : i + _BATCH]])
-            touched: list[str] = []
-            for wid, who in keys[i : i + _BATCH]:
-                group, uid = groups[(wid, who)], users[who]
-                sid = _submission_id(info.id, wid, who, group["answers"])
-                prev = _latest(session, info.id, wid, uid)
-                seen = session.execute(select(Label.id).where(Label.submission_id == sid)).first()
-                if seen or (prev and not prev.skipped and prev.answers == group["answers"]):
-                    summary.duplicates += 1
-                    continue
-                values = {
-                    "answers": group["answers"], "skipped": False, "flagged": False,
-                    "note": group.get("note"), "confidence": group.get("confidence"),
-                    "schema_hash": schema.hash, "source": "import", "submission_id": sid,
-                    "created_at": group.get("created_at") or utcnow(),
-                }
-                _record(session, camp, wid, uid, prev, values, schema=None, evaluate=False)
-                summary.imported += 1
-                touched.append(wid)
-            for wid in dict.fromkeys(touched):
-                reevaluate_work(session, wid, camp, schema, None)
-    with write_session(engine) as session:
-        session.add(ImportRun(kind="labels", path=str(path), summary=summary.as_dict(),
-                              started_at=started, finished_at=utcnow()))
-    return summary

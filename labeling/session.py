@@ -17,6 +17,7 @@ from db.models import Campaign, Label, Work, utcnow
 from labeling.abstracts import AbstractState, Prefetcher, get_abstracts
 from labeling.campaigns import campaign_progress
 from labeling.card import WorkCard, build_card
+from labeling.inputs import storable
 from labeling.labels import (
     LabelError,
     LabelResult,
@@ -30,6 +31,7 @@ from labeling.labels import user_labels as _user_labels
 from labeling.queue import QueueError, claim_next, release_lease, renew_lease, upcoming
 from labeling.schema import Question, Schema
 from labeling.settings import Settings, get_settings
+from labeling.storage import StorageError, storage_errors
 from labeling.validation import SKIP_REASONS, campaign_questions
 
 CONFIDENCE = ((1, "low"), (2, "medium"), (3, "high"))
@@ -256,14 +258,18 @@ def _abstract(
     engine: Engine, work_id: str, prefetcher: Prefetcher | None, settings: Settings
 ) -> AbstractState:
     """The shown work's abstract: cached, else fetched now with a short timeout."""
-    if prefetcher is not None and prefetcher.in_flight(work_id):
-        deadline = time.monotonic() + IN_FLIGHT_WAIT
-        while prefetcher.in_flight(work_id) and time.monotonic() < deadline:
-            time.sleep(0.02)
     quick = settings.model_copy(
         update={"openalex_timeout": min(settings.openalex_timeout, INTERACTIVE_TIMEOUT),
                 "openalex_retries": 0}
     )
+    if prefetcher is not None and prefetcher.in_flight(work_id):
+        # Wait no longer than a fetch of our own could take; a prefetch still running then is
+        # stuck on a slow API: show "pending" (with its retry button) rather than wait twice.
+        deadline = time.monotonic() + min(IN_FLIGHT_WAIT, quick.openalex_timeout)
+        while prefetcher.in_flight(work_id) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if prefetcher.in_flight(work_id):
+            return get_abstracts(engine, [work_id], settings=quick, fetch=False)[work_id]
     return get_abstracts(engine, [work_id], settings=quick)[work_id]
 
 
@@ -306,10 +312,14 @@ def next_item(
     """
     camp = _campaign(engine, campaign_id)
     try:
-        claim = claim_next(engine, campaign_id, user_id)
+        with storage_errors("No work could be claimed"):
+            claim = claim_next(engine, campaign_id, user_id)
     except QueueError as exc:  # persistent contention: say so, the page offers to retry
         return _view(engine, camp, user_id, schema, None, None,
                      notice=f"The queue is busy, no work could be claimed ({exc}). Try again.")
+    except StorageError as exc:  # full disk, read-only database: said, the page offers to retry
+        return _view(engine, camp, user_id, schema, None, None,
+                     notice=f"{exc}. Tell an admin; try again once it is fixed.")
     if claim is not None and prefetcher is not None and lookahead > 0:
         prefetcher.submit(upcoming(engine, campaign_id, user_id, lookahead))
     return _view(
@@ -359,7 +369,11 @@ def keep_lease(engine: Engine, item: ItemView, user_id: int) -> ItemView:
     now = utcnow()
     if item.lease_expires - now > timedelta(seconds=item.lease_seconds / 2):
         return item
-    expires = renew_lease(engine, item.campaign_id, user_id, item.work_id or "", now=now)
+    try:
+        with storage_errors("Lease not renewed"):
+            expires = renew_lease(engine, item.campaign_id, user_id, item.work_id or "", now=now)
+    except StorageError:  # half the lease is left; the submit will say what is wrong
+        return item
     return replace(item, lease_expires=expires)
 
 
@@ -388,6 +402,9 @@ def save(
         missing = draft.missing(item.questions)
         if missing:
             return SaveOutcome(False, "Answer every question first: " + ", ".join(missing), False)
+    if not storable(draft.note):  # PostgreSQL cannot store a NUL: say so, keep the draft
+        return SaveOutcome(False, "Not saved: the note contains a NUL character; remove it.",
+                           False)
     answers = {k: v for k, v in draft.answers.items() if v is not None}
     writer = edit_label if item.editing is not None else submit_label
     try:
@@ -404,6 +421,9 @@ def save(
         return SaveOutcome(False, str(exc), True)
     except LabelError as exc:
         return SaveOutcome(False, f"Not saved: {exc}", False)
+    except StorageError as exc:  # rolled back: the answers stay on screen for a later retry
+        return SaveOutcome(False, f"{exc}. Nothing was recorded and your answers are kept here: "
+                           "tell an admin, then submit again once it is fixed.", False)
     what = "Skipped" if skipped else ("Saved a new version of" if item.editing else "Saved")
     if not result.created:
         message = f"{item.work_id} was already saved (double submit or another tab): kept once."

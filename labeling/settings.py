@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -61,6 +61,66 @@ class Settings(BaseSettings):
     import_batch_size: int = Field(
         default=5_000, description="Records per transaction when importing a frame."
     )
+    sso_provider: str = Field(
+        default="",
+        description=(
+            "Single sign-on: name of the [auth.<name>] block of .streamlit/secrets.toml to sign "
+            "in with (st.login), or 'default' for a bare [auth] block. Empty: SSO is off."
+        ),
+    )
+    sso_label: str = Field(
+        default="",
+        description="Name on the sign-in button ('Sign in with <label>'); default: the provider.",
+    )
+    sso_assume_email_verified: bool = Field(
+        default=False,
+        description=(
+            "Treat an e-mail without an email_verified claim as verified (Microsoft Entra ID "
+            "sends none). email_verified=false is always refused."
+        ),
+    )
+    local_login_roles: str = Field(
+        default="annotator,lead,exporter,admin",
+        description=(
+            "Comma-separated roles that may sign in with a local password; e.g. 'admin' keeps "
+            "a break-glass admin while everyone else uses single sign-on."
+        ),
+    )
+
+    @field_validator("sso_provider")
+    @classmethod
+    def _provider_name(cls, value: str) -> str:
+        """Streamlit refuses provider names with underscores; say so at start-up."""
+        value = value.strip()
+        if "_" in value:
+            raise ValueError("LABELING_SSO_PROVIDER cannot contain '_' (Streamlit forbids it)")
+        return value
+
+    @field_validator("local_login_roles")
+    @classmethod
+    def _known_roles(cls, value: str) -> str:
+        """Refuse a role name that does not exist, so a typo is not silently ignored."""
+        from db.models import ROLES
+
+        unknown = [r.strip() for r in value.split(",") if r.strip() and r.strip() not in ROLES]
+        if unknown:
+            raise ValueError(f"unknown role(s) in LABELING_LOCAL_LOGIN_ROLES: {unknown}")
+        return value
+
+    @property
+    def sso_enabled(self) -> bool:
+        """Whether single sign-on is configured."""
+        return bool(self.sso_provider)
+
+    @property
+    def sso_button_label(self) -> str:
+        """The provider's name as users read it on the sign-in button."""
+        return self.sso_label.strip() or self.sso_provider.capitalize()
+
+    @property
+    def local_login_role_set(self) -> frozenset[str]:
+        """The roles of local_login_roles, as a set."""
+        return frozenset(r.strip() for r in self.local_login_roles.split(",") if r.strip())
 
     @property
     def database_url(self) -> str:

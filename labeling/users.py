@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
 from db.models import ROLES, AuthSession, User, utcnow
+from labeling.inputs import shown, storable
 
 MAX_NAME_LENGTH = 128
 MAX_FAILED_LOGINS = 5
@@ -55,7 +56,7 @@ def _info(user: User) -> UserInfo:
     return UserInfo(id=user.id, name=user.name, role=user.role, active=bool(user.active))
 
 
-def _clean_name(name: str) -> str:
+def clean_name(name: str) -> str:
     """The stripped name, or UserError when empty or too long."""
     if not isinstance(name, str):
         raise UserError("user name must be a string")
@@ -64,6 +65,8 @@ def _clean_name(name: str) -> str:
         raise UserError("user name cannot be empty")
     if len(cleaned) > MAX_NAME_LENGTH:
         raise UserError(f"user name is longer than {MAX_NAME_LENGTH} characters")
+    if not cleaned.isprintable():  # NUL, newlines, bidi controls: never part of a login name
+        raise UserError(f"user name {shown(cleaned)!r} contains control characters")
     return cleaned
 
 
@@ -89,6 +92,8 @@ def _hash_token(token: str) -> str:
 
 def _get_for_update(session: Session, name: str) -> User:
     """The User row called name, locked for update (UserError when missing)."""
+    if not storable(name):
+        raise UserError(f"no user called {shown(name)!r}")
     user = session.scalars(select(User).where(User.name == name).with_for_update()).first()
     if user is None:
         raise UserError(f"no user called {name!r}")
@@ -110,7 +115,7 @@ def add_user(engine: Engine, name: str, role: str, password: str | None = None) 
         role: one of db.models.ROLES.
         password: initial password; None creates an account that cannot log in yet.
     """
-    name = _clean_name(name)
+    name = clean_name(name)
     _check_role(role)
     pw_hash = _hasher.hash(_check_password(password)) if password is not None else None
     try:
@@ -142,6 +147,8 @@ def get_user(engine: Engine, name: str) -> UserInfo | None:
         engine: database engine.
         name: login name (surrounding spaces are ignored).
     """
+    if not storable(name):  # no user has such a name (PostgreSQL would refuse the query)
+        return None
     with read_session(engine) as session:
         user = session.scalars(select(User).where(User.name == name.strip())).first()
         return _info(user) if user is not None else None
@@ -271,7 +278,7 @@ def authenticate(
         now: the current time (tests inject it); default utcnow().
     """
     now = _now(now)
-    name = name.strip() if isinstance(name, str) else ""
+    name = name.strip() if storable(name) else ""
     with read_session(engine) as session:
         user = session.scalars(select(User).where(User.name == name)).first() if name else None
         snapshot = (

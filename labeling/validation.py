@@ -26,6 +26,7 @@ from db.models import (
     Work,
     utcnow,
 )
+from labeling.inputs import shown, storable
 from labeling.schema import BINARY_LABELS, Question, Schema
 
 RULES = ("unanimous", "majority")
@@ -298,8 +299,16 @@ def _lead(session: Session, user_id: int) -> User:
     return user
 
 
+def _check_reason(reason: str | None) -> None:
+    """ValidationError when a lead's reason is not text a database can store (a NUL)."""
+    if reason is not None and not storable(reason):
+        raise ValidationError("the reason contains a NUL character; remove it and try again")
+
+
 def _locked_work(session: Session, work_id: str) -> Work:
     """The work row, locked for update; ValidationError when unknown."""
+    if not storable(work_id):  # e.g. a NUL: no work has such an id (PostgreSQL refuses it)
+        raise ValidationError(f"unknown work {shown(str(work_id))}")
     work = session.execute(
         select(Work).where(Work.id == work_id).with_for_update()
     ).scalar_one_or_none()
@@ -329,6 +338,7 @@ def adjudicate(
         campaign_id: the campaign the dispute came from, if any.
         schema: the label schema used to check (and normalise) the answers.
     """
+    _check_reason(reason)
     final = dict(answers)
     if schema is not None:
         final = check_answers(answers, schema.questions, require_all=False)
@@ -385,6 +395,7 @@ def reopen(
         reason: why (kept on the StatusEvent).
         schema: the label schema (needed to judge the labels; without it, names are used).
     """
+    _check_reason(reason)
     with write_session(engine) as session:
         lead = _lead(session, lead_user_id)
         work = _locked_work(session, work_id)

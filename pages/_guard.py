@@ -39,8 +39,9 @@ def current_user() -> UserInfo | None:
     user = resolve_session(
         engine(), token, idle_minutes=get_settings().session_idle_minutes
     )
-    if user is None:
+    if user is None:  # expired, signed out elsewhere or deactivated
         st.session_state.pop("auth_token", None)
+        st.session_state.pop("auth_via", None)
     return user
 
 

@@ -8,7 +8,6 @@ import streamlit as st
 
 from db.models import STATUSES
 from labeling.campaigns import (
-    ALLOCATIONS,
     SCORE_STRATEGIES,
     STRATEGIES,
     CampaignError,
@@ -18,6 +17,7 @@ from labeling.campaigns import (
     set_active,
 )
 from labeling.card import escape_markdown as esc
+from labeling.sampling import ALLOCATIONS
 from labeling.validation import RULES
 from pages._guard import engine, require, schema
 

@@ -10,6 +10,16 @@ from labeling import monitoring as mon
 from labeling.campaigns import campaign_progress, list_campaigns
 from labeling.card import escape_markdown as esc
 from labeling.evaluation import frame_estimates, machine_report
+from labeling.report_tables import (
+    agreement_table,
+    brier_table,
+    confusion_tables,
+    estimate_table,
+    machine_table,
+    pairs_table,
+    reliability_table,
+    with_ci,
+)
 from labeling.reports import agreement_for
 from pages._guard import engine, require, schema
 
@@ -57,13 +67,13 @@ def live(campaign_id: int) -> None:
                "labels and skips per clock hour with at least one submission.")
     stats = mon.annotator_table(labels, finals)
     if not stats.empty:
-        stats = mon.with_ci(stats, "agreement [95% CI]", "agree", "agree_lo", "agree_hi")
-        stats = mon.with_ci(stats, "gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi")
+        stats = with_ci(stats, "agreement [95% CI]", "agree", "agree_lo", "agree_hi")
+        stats = with_ci(stats, "gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi")
     table(stats, "No labels yet.")
     matches = mon.answer_matches(labels, finals)
     st.markdown("#### Agreement with the validated answer, per question")
     per_q = mon.agreement_by(matches[~matches["gold_item"]], ["annotator", "question"])
-    table(mon.with_ci(per_q, "agreement [95% CI]", "share", "lo", "hi"),
+    table(with_ci(per_q, "agreement [95% CI]", "share", "lo", "hi"),
           "No validated works with labels yet.")
     st.markdown("#### Drift: agreement with the validated answer by week")
     drift = mon.drift_table(matches, "W")
@@ -77,7 +87,7 @@ def live(campaign_id: int) -> None:
                 color="annotator:N", tooltip=["period:T", "annotator:N", "share:Q", "lo:Q",
                                               "hi:Q", "n:Q"]),
             width="stretch")
-        table(mon.with_ci(drift, "agreement [95% CI]", "share", "lo", "hi"), "")
+        table(with_ci(drift, "agreement [95% CI]", "share", "lo", "hi"), "")
     st.markdown("#### Skip and flag reasons")
     table(mon.reasons_table(labels), "No skips or flags.")
 
@@ -89,15 +99,14 @@ def agreement(campaign_id: int) -> None:
     st.caption("Krippendorff's alpha and Fleiss' kappa with 95% bootstrap intervals (over "
                "works), Gwet's AC1, percent agreement; n_works and n_labels are what each row "
                "rests on. Empty cells: the measure is undefined (e.g. no variation).")
-    rows = mon.agreement_table(report)
+    rows = agreement_table(report)
     rows = rows[rows["n_labels"].fillna(0) > 0]
     if not rows.empty:
-        rows = mon.with_ci(rows, "alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi")
-        rows = mon.with_ci(rows, "fleiss kappa [95% CI]", "fleiss_kappa", "kappa_lo",
-                           "kappa_hi")
+        rows = with_ci(rows, "alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi")
+        rows = with_ci(rows, "fleiss kappa [95% CI]", "fleiss_kappa", "kappa_lo", "kappa_hi")
     table(rows, "No labels yet.")
     st.markdown("#### Pairwise agreement (Cohen's kappa)")
-    pairs = mon.pairs_table(report)
+    pairs = pairs_table(report)
     if pairs.empty:
         st.caption(f"No pair of annotators has {MIN_PAIR_N} or more works in common yet.")
         return
@@ -118,15 +127,14 @@ def machines(campaign_id: int) -> None:
     st.markdown("#### Humans vs machines")
     st.caption(f"Against {report['n_works']} validated works. Precision and recall with 95% "
                "Wilson intervals; each n is the count the number rests on.")
-    rows = mon.machine_table(report)
+    rows = machine_table(report)
     if not rows.empty:
-        rows = mon.with_ci(rows, "precision [95% CI]", "precision", "precision_lo",
-                           "precision_hi")
-        rows = mon.with_ci(rows, "recall [95% CI]", "recall", "recall_lo", "recall_hi")
+        rows = with_ci(rows, "precision [95% CI]", "precision", "precision_lo", "precision_hi")
+        rows = with_ci(rows, "recall [95% CI]", "recall", "recall_lo", "recall_hi")
     table(rows, "No validated works yet.")
     st.markdown("**Calibration of the teachers' scores (Brier score, lower is better)**")
-    table(mon.brier_table(report), "No validated works yet.")
-    bins = mon.reliability_table(report)
+    table(brier_table(report), "No validated works yet.")
+    bins = reliability_table(report)
     if not bins.empty:
         st.markdown("**Reliability: does a score of 0.8 mean 80%?** (pooled over each "
                     "question's labels; bars are 95% Wilson intervals, n per bin in the tooltip)")
@@ -140,7 +148,7 @@ def machines(campaign_id: int) -> None:
         # Perfect calibration: the human rate equals the mean score.
         ideal = base.mark_line(strokeDash=[4, 4], color="gray").encode(y="mean_score:Q")
         st.altair_chart(alt.layer(ideal, bars, points, data=bins).facet(column="question:N"))
-    for (question, system), matrix in mon.confusion_tables(report).items():
+    for (question, system), matrix in confusion_tables(report).items():
         with st.expander(f"Confusion matrix: {question}, {system} (rows human, columns machine)"):
             st.dataframe(matrix, width="stretch")
 
@@ -155,9 +163,9 @@ def estimates(campaign_id: int) -> None:
     st.caption(f"{est['n_validated']} validated of {est['n_sampled']} sampled works, frame of "
                f"{est['population']} works; {esc(est['assumption'])}.")
     table(pd.DataFrame(est["strata"]), "")
-    rows = mon.estimate_table(est)
+    rows = estimate_table(est)
     if not rows.empty:
-        rows = mon.with_ci(rows, "prevalence [95% CI]", "prevalence", "lo", "hi")
+        rows = with_ci(rows, "prevalence [95% CI]", "prevalence", "lo", "hi")
     table(rows, "No validated sampled works yet.")
 
 

@@ -14,12 +14,9 @@ from sqlalchemy import Engine, select
 from db.engine import read_session, write_session
 from db.models import STATUS_VALIDATED, CampaignItem
 from labeling.campaigns import (
-    DEFAULT_BINS,
     SCORE_STRATEGIES,
     CampaignError,
     add_items,
-    allocate,
-    assign_strata,
     campaign_progress,
     create_campaign,
     find_campaign,
@@ -27,9 +24,9 @@ from labeling.campaigns import (
     get_or_create_campaign,
     list_campaigns,
     set_active,
-    stratum_labels,
     validate_filter,
 )
+from labeling.sampling import DEFAULT_BINS, allocate, assign_strata, stratum_labels
 from labeling.schema import Schema
 from tests.factories import add_user, add_works, insert_works, work_row
 

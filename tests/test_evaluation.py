@@ -10,12 +10,13 @@ import pytest
 from sqlalchemy import Engine
 
 from db.engine import write_session
-from labeling.campaigns import add_items, create_campaign, stratum_labels
+from labeling.campaigns import add_items, create_campaign
 from labeling.estimates import NOT_A_SAMPLE, stratified_prevalence
 from labeling.evaluation import frame_estimates, machine_report
 from labeling.frame import import_frame
 from labeling.labels import submit_label
 from labeling.queue import claim_next
+from labeling.sampling import stratum_labels
 from labeling.schema import Schema
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_user

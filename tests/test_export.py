@@ -26,7 +26,8 @@ from labeling.cli_export import register
 from labeling.export import ExportError, ExportFilters, export_gold, long_path, preview
 from labeling.export_rows import Pseudonymizer
 from labeling.frame import import_frame
-from labeling.labels import import_labels, submit_label
+from labeling.label_import import import_labels
+from labeling.labels import submit_label
 from labeling.queue import claim_next
 from labeling.schema import Schema
 from labeling.validation import adjudicate
@@ -181,11 +182,17 @@ def test_parquet_row_groups_do_not_depend_on_chunking(
 
 @pytest.mark.parametrize("cell", ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx"])
 def test_neutralise_each_formula_start(cell: str) -> None:
-    from labeling.export import _csv_list, _csv_str, neutralise
+    import pyarrow as pa
 
-    assert neutralise(cell) == _csv_str(cell) == "'" + cell
-    assert _csv_list([cell, "b"]) == "'" + cell + ";b"
-    assert neutralise("plain =") == _csv_str("plain =") == "plain ="
+    from labeling.export import csv_ready, neutralise
+
+    assert neutralise(cell) == "'" + cell
+    assert neutralise("plain =") == "plain ="
+    table = pa.table({"text": [cell, "plain =", None, ""],
+                      "labels": [[cell, "b"], ["b", cell], None, []]})
+    ready = csv_ready(table).to_pydict()
+    assert ready["text"] == ["'" + cell, "plain =", None, ""]
+    assert ready["labels"] == ["'" + cell + ";b", "b;" + cell, None, ""]
 
 
 def test_csv_neutralises_formulas(gold: Engine, schema: Schema, tmp_path: Path) -> None:
@@ -294,7 +301,7 @@ def test_preview_counts_and_rows(gold: Engine, schema: Schema) -> None:
     assert pv.columns[0] == "work_id"
 
 
-@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_round_trip_through_import_labels(
     gold: Engine, schema: Schema, seed_record: dict, tmp_path: Path, fmt: str
 ) -> None:
@@ -311,7 +318,8 @@ def test_round_trip_through_import_labels(
     assert summary.rejected == 0, summary.problems
     second = tmp_path / f"second.{fmt}"
     _export(fresh, schema, second, fmt, campaign="main", long=True)
-    a, b = _records(first, fmt), _records(second, fmt)
+    a, b = (_records(first, fmt), _records(second, fmt)) if fmt != "parquet" else (
+        pq.read_table(first).to_pylist(), pq.read_table(second).to_pylist())
     # W05 was adjudicated (a lead's decision, not a label): the labels alone leave it disputed.
     a = [r for r in a if r["validation_method"] == "rule"]
     assert [r["work_id"] for r in a] == [r["work_id"] for r in b] == ["W01", "W02", "W03", "W04"]

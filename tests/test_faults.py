@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, closing, contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import Engine, create_engine, event, func, select, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from db.engine import make_engine, read_session
-from db.models import CampaignItem, Label, Lease, Work
+from db.models import CampaignItem, Label, Lease, StatusEvent, Work
 from labeling.campaigns import create_campaign
-from labeling.labels import submit_label
+from labeling.labels import LabelResult, submit_label
 from labeling.queue import claim_next
 from labeling.schema import Schema
+from labeling.storage import StorageFull, StorageReadOnly
 from labeling.synth import write_synthetic_frame
 from tests.factories import add_user, add_works, answers_for
 
@@ -227,7 +234,7 @@ def test_read_only_database_on_submit(
     # is a relative "file:..." path: keep that out of the repository.
     monkeypatch.chdir(tmp_path)
     ro = make_engine(f"sqlite:///file:{engine.url.database}?mode=ro&uri=true", busy_timeout_ms=2000)
-    with pytest.raises(OperationalError, match="readonly"):
+    with pytest.raises(StorageReadOnly, match="^Not saved: the database is read-only .*readonly"):
         submit_label(
             ro, campaign_id=camp.id, work_id=wid, user_id=uid, answers=answers_for(schema),
             schema_hash=schema.hash, scores_visible=True, model_version="m",
@@ -282,3 +289,362 @@ def test_postgres_connections_killed_then_submit_reconnects(pg_url: str, schema:
     assert n == 1
     admin.dispose()
     engine.dispose()
+
+
+# ------------------------------------------------------------------ full disk, read-only storage
+
+
+def _submit(engine: Engine, schema: Schema, camp: int, wid: str, uid: int, sid: str,
+            note: str | None = None) -> LabelResult:  # fmt: skip
+    """submit_label with complete answers and an optional (large) note."""
+    return submit_label(
+        engine, campaign_id=camp, work_id=wid, user_id=uid, answers=answers_for(schema),
+        schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
+        submission_id=sid, schema=schema, note=note,
+    )  # fmt: skip
+
+
+def _trace(engine: Engine, wid: str) -> dict[str, Any]:
+    """Everything a submit on `wid` writes: its labels, counts, status, events and lease."""
+    with read_session(engine) as session:
+        item = session.execute(
+            select(CampaignItem.n_labels, CampaignItem.done).where(CampaignItem.work_id == wid)
+        ).one()
+        return {
+            "labels": session.execute(
+                select(func.count()).select_from(Label).where(Label.work_id == wid)
+            ).scalar_one(),
+            "item": tuple(item),
+            "status": session.execute(select(Work.status).where(Work.id == wid)).scalar_one(),
+            "events": session.execute(
+                select(func.count()).select_from(StatusEvent).where(StatusEvent.work_id == wid)
+            ).scalar_one(),
+            "lease": session.execute(
+                select(Lease.user_id).where(Lease.work_id == wid)
+            ).scalar_one_or_none(),
+        }
+
+
+def _integrity(path: str | Path) -> str:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+class ConnectPragma:
+    """Runs a PRAGMA on every new connection of an engine, until lifted.
+
+    "max_page_count = N" makes SQLite fail a write that needs more pages with SQLITE_FULL
+    ("database or disk is full"), exactly as on a full disk; "query_only = ON" fails every
+    write with SQLITE_READONLY. The engine's pool is emptied so the pragma applies at once.
+    """
+
+    def __init__(self, engine: Engine, pragma: str) -> None:
+        self.engine, self.pragma = engine, pragma
+        event.listen(engine, "connect", self._apply)
+        engine.dispose()
+
+    def _apply(self, dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.execute(f"PRAGMA {self.pragma}")
+
+    def lift(self) -> None:
+        """Remove the pragma (as when an admin frees disk space or remounts read-write)."""
+        event.remove(self.engine, "connect", self._apply)
+        self.engine.dispose()
+
+
+def cap_pages(engine: Engine, extra_pages: int) -> ConnectPragma:
+    """Cap a SQLite database at its current size plus `extra_pages` pages."""
+    with engine.connect() as conn:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar_one() + extra_pages
+    return ConnectPragma(engine, f"max_page_count = {int(pages)}")
+
+
+def test_disk_full_on_submit_records_nothing_then_the_retry_saves_once(
+    sqlite_url: str, schema: Schema
+) -> None:
+    """SQLITE_FULL mid-submit: a clear StorageFull, no trace of the label, the lease kept."""
+    engine = make_engine(sqlite_url, busy_timeout_ms=5000)
+    wids = add_works(engine, 60)
+    camp = create_campaign(engine, name="full", overlap=1)
+    uid = add_user(engine, "ann")
+    cap = cap_pages(engine, extra_pages=12)
+    note = "a long note that needs overflow pages. " * 150  # ~6 KB: about two new pages
+    saved: list[str] = []
+    failure: tuple[str, StorageFull] | None = None
+    for i in range(len(wids)):  # label until the database is full
+        claim = claim_next(engine, camp.id, uid)
+        assert claim is not None
+        before = _trace(engine, claim.work_id)
+        try:
+            _submit(engine, schema, camp.id, claim.work_id, uid, f"full-{i}", note)
+        except StorageFull as exc:
+            failure = (claim.work_id, exc)
+            break
+        saved.append(claim.work_id)
+    assert failure is not None, "the page cap never filled the database"
+    wid, exc = failure
+    assert 1 <= len(saved) < len(wids)  # some labels fitted before the disk filled up
+    assert str(exc).startswith("Not saved: the database's disk is full (database or disk is full")
+    assert isinstance(exc.__cause__, OperationalError)
+    after = _trace(engine, wid)
+    assert after == before  # no label, counts, status or event; the lease is still held
+    assert after["labels"] == 0 and after["lease"] == uid
+    assert _trace(engine, saved[-1])["labels"] == 1
+    with pytest.raises(StorageFull):  # still full: still refused, still nothing written
+        _submit(engine, schema, camp.id, wid, uid, f"full-{len(saved)}", note)
+    assert _trace(engine, wid) == before
+
+    cap.lift()
+    res = _submit(engine, schema, camp.id, wid, uid, f"full-{len(saved)}", note)
+    assert res.created and res.version == 1
+    again = _submit(engine, schema, camp.id, wid, uid, f"full-{len(saved)}", note)
+    assert not again.created and again.label_id == res.label_id  # a double click adds nothing
+    done = _trace(engine, wid)
+    assert done["labels"] == 1 and done["item"] == (1, True) and done["lease"] is None
+    with read_session(engine) as session:
+        total = session.execute(select(func.count()).select_from(Label)).scalar_one()
+    assert total == len(saved) + 1
+    assert _integrity(engine.url.database) == "ok"
+    engine.dispose()
+
+
+_FULL_SUBMIT = """
+    import os, resource, signal, sys
+    from db.engine import make_engine
+    from labeling.labels import submit_label
+    from labeling.schema import load_schema
+    from labeling.settings import DEFAULT_SCHEMA
+    from labeling.storage import StorageError
+    from tests.factories import answers_for
+
+    url, cid, wid, uid, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), \\
+        int(sys.argv[5])
+    schema = load_schema(DEFAULT_SCHEMA)
+    engine = make_engine(url, busy_timeout_ms=5000)
+    if limit:  # no file of this process may grow past `limit` bytes: writes get EFBIG/short
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    try:
+        submit_label(
+            engine, campaign_id=cid, work_id=wid, user_id=uid, answers=answers_for(schema),
+            schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
+            submission_id="nospace-1", schema=schema, note="x" * 200_000,
+        )
+    except StorageError as exc:
+        print(type(exc).__name__, exc, flush=True)
+        sys.exit(3)
+    print("SAVED", flush=True)
+"""
+FSIZE_LIMIT = 40_000  # above the 32 KB -shm file, below the WAL that a 200 KB note needs
+
+
+@contextmanager
+def _tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tiny tmpfs mounted at `path` (skips the test where mounting is not permitted)."""
+    path.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("a real full filesystem needs a tmpfs mount, which needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _fill(directory: Path) -> Path:
+    """Fill the filesystem of `directory` to the last byte with one file; return its path."""
+    filler = directory / "filler"
+    with filler.open("wb", buffering=0) as fh:
+        for size in (1 << 16, 512, 1):
+            try:
+                while True:
+                    fh.write(b"\0" * size)
+            except OSError as exc:
+                assert exc.errno in (errno.ENOSPC, errno.EFBIG), exc
+    return filler
+
+
+@pytest.mark.parametrize("how", ["rlimit", "tmpfs"])
+def test_out_of_space_in_a_real_process(
+    how: str, sqlite_template: Path, tmp_path: Path, schema: Schema
+) -> None:
+    """A submit that runs out of space for real: StorageFull, intact database, then saved once.
+
+    rlimit: RLIMIT_FSIZE in the child (any user); tmpfs: a filesystem with no byte left.
+    """
+    with ExitStack() as stack:
+        base = stack.enter_context(_tmpfs(tmp_path / "disk", "4m")) if how == "tmpfs" else tmp_path
+        db = base / "labeling.db"
+        shutil.copyfile(sqlite_template, db)
+        url = f"sqlite:///{db}"
+        engine = make_engine(url, busy_timeout_ms=5000)
+        (wid,) = add_works(engine, 1)
+        camp = create_campaign(engine, name="nospace", overlap=1)
+        uid = add_user(engine, "ann")
+        assert claim_next(engine, camp.id, uid) is not None
+        before = _trace(engine, wid)
+        # An open connection keeps the -shm file; an empty WAL makes the submit's own
+        # pages the only thing that needs new space.
+        keeper = stack.enter_context(closing(sqlite3.connect(db)))
+        keeper.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        filler = _fill(base) if how == "tmpfs" else None
+        limit = FSIZE_LIMIT if how == "rlimit" else 0
+
+        args = _python(_FULL_SUBMIT, url, str(camp.id), wid, str(uid), str(limit))
+        child = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert child.returncode == 3, (child.stdout, child.stderr[-2000:])
+        # ENOSPC is SQLITE_FULL; EFBIG (a file size limit) only reaches SQLite as a write error.
+        expected = {
+            "tmpfs": "StorageFull Not saved: the database's disk is full "
+            "(database or disk is full)",
+            "rlimit": "StorageError Not saved: the database could not write to its disk "
+            "(disk I/O error, SQLITE_IOERR_WRITE)",
+        }[how]
+        assert child.stdout.strip() == expected
+        assert "Traceback" not in child.stderr
+        assert _integrity(db) == "ok"
+        assert _trace(engine, wid) == before  # nothing half-written; the lease still held
+
+        if filler is not None:
+            filler.unlink()  # space freed: the same submission goes through, once
+        again = subprocess.run(
+            _python(_FULL_SUBMIT, url, str(camp.id), wid, str(uid), "0"),
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert again.returncode == 0 and again.stdout.strip() == "SAVED", again.stderr[-2000:]
+        after = _trace(engine, wid)
+        assert after["labels"] == 1 and after["item"] == (1, True) and after["lease"] is None
+        assert _integrity(db) == "ok"
+        engine.dispose()
+
+
+@pytest.mark.pg
+def test_postgres_read_only_database_on_submit(pg_url: str, schema: Schema) -> None:
+    """A read-only PostgreSQL database (SQLSTATE 25006): StorageReadOnly, nothing recorded."""
+    engine = make_engine(pg_url)
+    (wid,) = add_works(engine, 1)
+    camp = create_campaign(engine, name="pg-ro", overlap=1)
+    uid = add_user(engine, "ann")
+    assert claim_next(engine, camp.id, uid) is not None
+    before = _trace(engine, wid)
+    name = make_url(pg_url).database
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:  # as on a standby, or a database an admin froze
+        conn.execute(text(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on'))
+    engine.dispose()  # new sessions pick the setting up
+    with pytest.raises(StorageReadOnly, match="^Not saved: the database is read-only .*read-only"):
+        _submit(engine, schema, camp.id, wid, uid, "pg-ro-1")
+    assert _trace(engine, wid) == before
+    with admin.connect() as conn:
+        conn.execute(text(f'ALTER DATABASE "{name}" RESET default_transaction_read_only'))
+    engine.dispose()
+    assert _submit(engine, schema, camp.id, wid, uid, "pg-ro-1").created
+    assert not _submit(engine, schema, camp.id, wid, uid, "pg-ro-1").created
+    assert _trace(engine, wid)["labels"] == 1
+    admin.dispose()
+    engine.dispose()
+
+
+def test_storage_faults_are_told_apart_from_other_errors() -> None:
+    """The one classifier: SQLite result codes and PostgreSQL SQLSTATEs; other errors pass."""
+    import psycopg.errors
+
+    from labeling.storage import StorageError, storage_errors, storage_fault
+
+    def wrapped(orig: Exception) -> OperationalError:
+        return OperationalError("INSERT INTO labels ...", {}, orig)
+
+    full = sqlite3.OperationalError("database or disk is full")
+    assert storage_fault(wrapped(full)) is StorageFull
+    assert storage_fault(sqlite3.OperationalError("attempt to write a readonly database")) is (
+        StorageReadOnly
+    )
+    assert storage_fault(wrapped(psycopg.errors.DiskFull("could not extend file"))) is StorageFull
+    assert storage_fault(wrapped(psycopg.errors.ReadOnlySqlTransaction("read-only"))) is (
+        StorageReadOnly
+    )
+    for other in (sqlite3.OperationalError("database is locked"),
+                  psycopg.errors.SerializationFailure("could not serialize"),
+                  psycopg.errors.QueryCanceled("statement timeout")):  # fmt: skip
+        assert storage_fault(wrapped(other)) is None
+        with pytest.raises(OperationalError), storage_errors("Not saved"):
+            raise wrapped(other)
+    with pytest.raises(StorageFull) as caught, storage_errors("Not saved"):
+        raise wrapped(psycopg.errors.DiskFull("could not extend file \"base/1/2\"\nDETAIL: x"))
+    assert str(caught.value) == (
+        'Not saved: the database\'s disk is full (could not extend file "base/1/2")'
+    )
+    assert isinstance(caught.value, StorageError)
+
+
+# ------------------------------------------------------------------ the label page on bad storage
+
+
+@pytest.fixture
+def label_page_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The app on a fresh label database (offline abstracts), clicks as fast as AppTest likes."""
+    import streamlit as st
+
+    from labeling import session
+    from labeling.database import dispose_all
+    from labeling.settings import get_settings
+    from tests.test_label_page import build_label_db
+
+    url = f"sqlite:///{tmp_path / 'label.db'}"
+    monkeypatch.setenv("LABELING_DB_URL", url)
+    monkeypatch.setenv("LABELING_OPENALEX_OFFLINE", "true")
+    monkeypatch.setattr(session, "MIN_DWELL", 0.0)
+    get_settings.cache_clear()
+    st.cache_resource.clear()
+    session.forget_progress()
+    build_label_db(url, tmp_path)
+    yield url
+    st.cache_resource.clear()
+    get_settings.cache_clear()
+    dispose_all()
+
+
+@pytest.mark.parametrize("fault", ["disk full", "read-only"])
+def test_label_page_says_not_saved_and_keeps_the_answers(label_page_db: str, fault: str) -> None:
+    """A submit on a full disk or a read-only database: a plain error, the form as it was."""
+    from labeling.database import get_engine
+    from tests.test_label_page import answer_all, labels, login, plain
+
+    at = answer_all(login("annotator"))
+    item = at.session_state["lbl_item"]
+    note = "Checked the venue and the funder list; " * 300  # ~12 KB: needs new pages
+    at.button(key="conf_3").click().run()
+    at.button(key="flag").click().run()
+    at.text_input(key=f"note_{item.token}").input(note).run()
+    typed = dict(at.session_state["lbl_draft"].answers)
+    engine = get_engine(label_page_db)
+    with closing(sqlite3.connect(engine.url.database, isolation_level=None)) as conn:
+        conn.execute("VACUUM")  # no free pages left: the note must grow the file
+    storage = cap_pages(engine, 0) if fault == "disk full" else ConnectPragma(
+        engine, "query_only = ON")  # fmt: skip
+
+    at.button(key="submit").click().run()
+    assert not at.exception, at.exception
+    shown = plain(" ".join(e.value for e in at.error))
+    reason = "the database's disk is full" if fault == "disk full" else "the database is read-only"
+    assert f"Not saved: {reason}" in shown
+    assert "Nothing was recorded and your answers are kept here" in shown
+    assert "Traceback" not in shown and not at.toast  # no "Saved ..." confirmation
+    assert labels(label_page_db) == []
+    draft = at.session_state["lbl_draft"]
+    assert at.session_state["lbl_item"].work_id == item.work_id  # the same work, same form
+    assert draft.answers == typed and draft.confidence == 3 and draft.flagged
+    assert at.text_input(key=f"note_{item.token}").value == note
+
+    storage.lift()
+    at.button(key="submit").click().run()
+    assert not at.exception, at.exception
+    (label,) = labels(label_page_db)
+    assert (label.work_id, label.note, label.confidence, label.flagged) == (
+        item.work_id, note.strip(), 3, True)  # fmt: skip
+    assert label.answers == {k: v for k, v in typed.items() if v is not None}
+    assert "Saved" in at.toast[0].value and not at.error
+    assert at.session_state["lbl_item"].work_id != item.work_id

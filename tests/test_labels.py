@@ -26,11 +26,11 @@ from db.models import (
     Work,
 )
 from labeling.campaigns import create_campaign, get_campaign
+from labeling.label_import import import_labels
 from labeling.labels import (
     LabelError,
     current_labels,
     edit_label,
-    import_labels,
     label_history,
     submit_label,
     user_labels,
@@ -369,7 +369,7 @@ def test_import_bad_files(engine: Engine, schema: Schema, tmp_path: Path) -> Non
         import_labels(engine, bad, schema)
     other = tmp_path / "labels.xlsx"
     other.write_text("", encoding="utf-8")
-    with pytest.raises(LabelError, match="expected a .csv or .jsonl"):
+    with pytest.raises(LabelError, match=r"expected a \.csv, \.jsonl"):
         import_labels(engine, other, schema)
     with pytest.raises(LabelError, match="missing columns"):
         import_labels(engine, bad, schema, campaign="fresh")

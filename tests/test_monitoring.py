@@ -16,6 +16,15 @@ from labeling import monitoring as mon
 from labeling.campaigns import create_campaign
 from labeling.labels import submit_label
 from labeling.queue import claim_next
+from labeling.report_tables import (
+    agreement_table,
+    brier_table,
+    estimate_table,
+    fmt_ci,
+    machine_table,
+    pairs_table,
+    with_ci,
+)
 from labeling.schema import Question, Schema
 from labeling.validation import ValidationError
 from tests.factories import add_user, add_works, answers_for
@@ -215,16 +224,16 @@ def test_agreement_and_pairs_tables() -> None:
         "pairs": [{"a": "ann", "b": "bob", "question": "cats", "n": 10, "cohen_kappa": 0.5},
                   {"a": "ann", "b": "bob", "question": "ca", "n": 30, "cohen_kappa": 0.9}],
     }
-    table = mon.agreement_table(report)
+    table = agreement_table(report)
     assert table[["question", "label"]].values.tolist() == [["cats", ""], ["cats", "a"],
                                                             ["ca", ""]]
     assert table.iloc[0][["alpha_lo", "alpha_hi", "n_works"]].tolist() == [0.4, 0.8, 10]
     assert pd.isna(table.iloc[1]["alpha_lo"])
-    pairs = mon.pairs_table(report)
+    pairs = pairs_table(report)
     assert pairs[["a", "b", "n"]].values.tolist() == [["ann", "bob", 40], ["bob", "ann", 40]]
     assert pairs["kappa"].tolist() == pytest.approx([0.8, 0.8])  # weighted by n
-    assert mon.pairs_table(report, "cats")["kappa"].tolist() == pytest.approx([0.5, 0.5])
-    assert mon.pairs_table({"pairs": []}).empty
+    assert pairs_table(report, "cats")["kappa"].tolist() == pytest.approx([0.5, 0.5])
+    assert pairs_table({"pairs": []}).empty
 
 
 def test_machine_brier_and_estimate_tables() -> None:
@@ -235,17 +244,17 @@ def test_machine_brier_and_estimate_tables() -> None:
     report = {"questions": {"ca": {"systems": {"codex": {"labels": {"yes": metrics}}},
                                    "calibration": {"codex": {"pooled": rel,
                                                              "labels": {"yes": rel}}}}}}
-    m = mon.machine_table(report)
+    m = machine_table(report)
     assert m.iloc[0][["system", "label", "precision", "precision_n", "recall_n"]].tolist() == [
         "codex", "yes", 0.5, 2, 1]
-    b = mon.brier_table(report)
+    b = brier_table(report)
     assert b[["label", "brier", "n"]].values.tolist() == [["(all labels)", 0.2, 5],
                                                           ["yes", 0.2, 5]]
     est = {"questions": {"ca": {"labels": {"yes": {"overall": {
         "estimate": 0.3, "lo": 0.1, "hi": 0.5, "n": 12, "method": "stratified"}}}}}}
-    e = mon.estimate_table(est)
+    e = estimate_table(est)
     assert e.iloc[0][["prevalence", "lo", "hi", "n"]].tolist() == [0.3, 0.1, 0.5, 12]
-    assert mon.estimate_table({"estimable": False, "questions": {}}).empty
+    assert estimate_table({"estimable": False, "questions": {}}).empty
 
 
 @pytest.mark.parametrize(("args", "text"), [
@@ -256,13 +265,13 @@ def test_machine_brier_and_estimate_tables() -> None:
 ])
 def test_fmt_ci(args: tuple[Any, ...], text: str) -> None:
     """Estimates print with their interval, or a dash when undefined."""
-    assert mon.fmt_ci(*args) == text
+    assert fmt_ci(*args) == text
 
 
 def test_with_ci_replaces_columns() -> None:
     """with_ci folds three columns into one text column in place."""
     df = pd.DataFrame({"who": ["a"], "share": [0.5], "lo": [0.2], "hi": [0.8], "n": [4]})
-    out = mon.with_ci(df, "agreement", "share", "lo", "hi")
+    out = with_ci(df, "agreement", "share", "lo", "hi")
     assert list(out.columns) == ["who", "agreement", "n"]
     assert out["agreement"].tolist() == ["0.50 [0.20, 0.80]"]
 
@@ -421,7 +430,7 @@ def test_db_monitoring(disputed: dict[str, Any]) -> None:
 
 
 def test_reliability_and_confusion_tables_from_a_report() -> None:
-    from labeling.monitoring import confusion_tables, reliability_table
+    from labeling.report_tables import confusion_tables, reliability_table
 
     report = {"questions": {
         "genre": {

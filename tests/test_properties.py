@@ -23,7 +23,8 @@ from sqlalchemy import Engine, func, select
 from db.engine import make_engine, read_session, upgrade
 from db.models import Work
 from labeling.frame import FrameReadError, import_frame
-from labeling.labels import LabelError, import_labels
+from labeling.label_import import import_labels
+from labeling.labels import LabelError
 from labeling.schema import Schema, SchemaError, load_schema
 from labeling.settings import DEFAULT_SCHEMA
 from tests.conftest import FIXTURES, make_record

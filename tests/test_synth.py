@@ -12,13 +12,8 @@ import numpy as np
 import pytest
 
 from labeling.schema import Schema, get_path, has_path
-from labeling.synth import (
-    BLOCK_SIZE,
-    PREDICTION_STATUS,
-    VALIDATION_STATUS,
-    iter_synthetic_records,
-    write_synthetic_frame,
-)
+from labeling.synth import BLOCK_SIZE, iter_synthetic_records, write_synthetic_frame
+from labeling.synth_scores import PREDICTION_STATUS, VALIDATION_STATUS
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,285 @@
+"""The gold set as Arrow tables: per chunk of works, two reads and vectorised columns.
+
+A chunk is a run of works in id order. The works come from one query (on SQLite, for one
+status, from the covering index `ix_works_export`) as id, DOI, title, year, the machine
+scores, and one packed text of the columns that repeat across works (status, validated_via,
+model version, final answers, stored machine columns), parsed once per distinct value; the
+current labels from a second query (labeling.gold_labels). Python touches single rows only
+for the rare works whose machine side must come from the full record (stored columns missing
+or computed under another schema) or from `predictions` (labelled under an older version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import Connection, Text, cast, select
+
+from db.models import STATUS_VALIDATED, Campaign, CampaignItem, Prediction, User, Work
+from labeling.export_rows import (
+    VIA_CAMPAIGN,
+    ExportFilters,
+    Pseudonymizer,
+    arrow_schema,
+    resolve_campaign,
+    select_questions,
+    validation_fields,
+    wide_columns,
+    work_conditions,
+)
+from labeling.gold_labels import current_labels, label_stats, labelled_versions, long_labels
+from labeling.machine_columns import (
+    SCORE_COLUMNS,
+    SCORE_FROM_WORK,
+    MachinePlan,
+    _as_list,
+    _as_str,
+    call_columns,
+    machine_hash,
+    machine_plan,
+)
+from labeling.schema import Question, Schema
+
+CHUNK = 20_000
+_ANSWER = {"multi": _as_list, "single": _as_str, "binary": _as_str}
+_VALIDATION = ("validation_method", "validation_rule", "validation_campaign", "validated_by",
+               "validated_via")  # fmt: skip
+
+
+@dataclass
+class GoldChunk:
+    """One chunk of the gold set: its wide rows as a table, and the long label rows."""
+
+    table: pa.Table
+    labels: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Context:
+    """What every chunk needs: questions, names, campaigns, machine plan, scope."""
+
+    questions: list[Question]
+    user_ids: pa.Array
+    user_names: pa.Array
+    names: dict[int, str | None]
+    campaigns: dict[int, Any]
+    sample_ids: list[int]
+    campaign_id: int | None
+    pseudo: Pseudonymizer
+    plan: MachinePlan
+    plan_hash: str
+    schema_arrow: pa.Schema
+    human_types: dict[str, pa.DataType]  # columns made once per distinct (status, answers, via)
+    machine_types: dict[str, pa.DataType]  # columns made once per distinct works.machine
+
+
+def iter_tables(
+    conn: Connection, schema: Schema, filters: ExportFilters, *, pseudonymize: bool = False,
+    chunk_size: int = CHUNK, with_labels: bool = False,
+) -> Iterator[GoldChunk]:
+    """Stream the gold set in chunks of works ordered by id, inside the caller's transaction.
+
+    Args:
+        conn: an open connection (one transaction, so the export sees one snapshot).
+        schema: the label schema.
+        filters: which works and questions.
+        pseudonymize: replace annotator and lead names by stable pseudonyms.
+        chunk_size: works per chunk.
+        with_labels: also return each chunk's current labels (for the long file).
+    """
+    ctx = _context(conn, schema, filters, pseudonymize)
+    query = select(
+        Work.id, Work.doi, Work.title, Work.year, Work.status,
+        cast(Work.final_answers, Text), Work.validated_via, Work.model_version,
+        Work.machine_hash, Work.machine, *(getattr(Work, c) for c in SCORE_FROM_WORK.values()),
+    ).where(*work_conditions(filters, ctx.campaign_id)).order_by(Work.id)  # fmt: skip
+    result = conn.execution_options(stream_results=True, yield_per=chunk_size).execute(query)
+    try:
+        for part in result.partitions(chunk_size):
+            yield _chunk(conn, ctx, part, with_labels)
+    finally:
+        result.close()
+
+
+def _context(conn: Connection, schema: Schema, filters: ExportFilters, pseudo: bool) -> _Context:
+    """Questions, campaign scope, display names and the machine plan of an export."""
+    questions = select_questions(schema, filters.questions)
+    camp = resolve_campaign(conn, filters.campaign)
+    campaign_id = camp.id if camp is not None else None
+    campaigns = {c.id: c for c in conn.execute(
+        select(Campaign.id, Campaign.name, Campaign.is_probability_sample))}  # fmt: skip
+    sample_ids = sorted(c for c, row in campaigns.items() if row.is_probability_sample)
+    if campaign_id is not None:
+        sample_ids = [c for c in sample_ids if c == campaign_id]
+    pseudonymizer = Pseudonymizer.for_database(conn) if pseudo else Pseudonymizer(None)
+    users = dict(conn.execute(select(User.id, User.name)).all())
+    names = {uid: pseudonymizer(name) for uid, name in users.items()}
+    wide = arrow_schema(wide_columns(schema, questions))
+    plan = machine_plan(schema)
+    machine = [c for c, _ in call_columns(schema, questions) + SCORE_COLUMNS
+               if c not in SCORE_FROM_WORK]  # fmt: skip
+    human = ["status", *(f"human_{q.name}" for q in questions), *_VALIDATION]
+    return _Context(
+        questions, pa.array(list(names), pa.int64()), pa.array(list(names.values()), pa.string()),
+        names, campaigns, sample_ids, campaign_id, pseudonymizer, plan, machine_hash(schema),
+        wide, {c: wide.field(c).type for c in human}, {c: wide.field(c).type for c in machine},
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- one chunk
+
+
+def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> GoldChunk:
+    """The wide table (and long label rows) of one chunk of works."""
+    (ids, dois, titles, years, statuses, finals, vias, versions, hashes, machines,
+     *scores) = (list(c) for c in zip(*rows, strict=True))  # fmt: skip
+    n = len(ids)
+    id_arr = pa.array(ids, pa.string())
+    labels = current_labels(conn, ctx.questions, ctx.campaign_id, id_arr)
+    current = pa.array(versions, pa.string())
+    shown = pc.coalesce(labelled_versions(labels, current), current)
+    _recompute(conn, ctx, ids, machines, hashes, scores, shown, current)
+    cols: dict[str, Any] = {"work_id": id_arr, "doi": pa.array(dois, pa.string()),
+                            "title": pa.array(titles, pa.string()),
+                            "year": pa.array(years, pa.int64()),
+                            "model_version": shown, "model_version_current": current}  # fmt: skip
+    inverse, distinct = _distinct(statuses, finals, vias)
+    built = [_human(ctx, *values) for values in distinct]
+    cols.update(_spread(built, inverse, ctx.human_types))
+    inverse, distinct = _distinct(machines)
+    built = [_stored_machine(ctx, text) for (text,) in distinct]
+    cols.update(_spread(built, inverse, ctx.machine_types))
+    cols.update(label_stats(labels, n, len(ctx.questions), ctx.user_ids, ctx.user_names))
+    for k, col in enumerate(SCORE_FROM_WORK):
+        cols[col] = pa.array(scores[k], pa.float64())
+    cols.update(_samples(conn, ctx, ids, vias))
+    table = pa.table({f.name: cols[f.name] for f in ctx.schema_arrow}, schema=ctx.schema_arrow)
+    long = (long_labels(conn, ctx.questions, ctx.campaigns, ctx.names, ctx.campaign_id, ids)
+            if with_labels else [])  # fmt: skip
+    return GoldChunk(table, long)
+
+
+def _distinct(*columns: list[Any]) -> tuple[pa.Array, list[tuple]]:
+    """For text columns of one length: each row's index into the list of their distinct
+    value combinations, and that list (hashing is done by Arrow, not row by row)."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    dictionaries = []
+    for column in columns:
+        encoded = pa.array(column, pa.string()).dictionary_encode()
+        codes = pc.fill_null(encoded.indices, len(encoded.dictionary)).to_numpy()
+        dictionaries.append(encoded.dictionary.to_pylist() + [None])
+        key = key * len(dictionaries[-1]) + codes
+    unique, inverse = np.unique(key, return_inverse=True)
+    distinct = []
+    for code in unique.tolist():
+        parts = []
+        for values in reversed(dictionaries):
+            code, at = divmod(code, len(values))
+            parts.append(values[at])
+        distinct.append(tuple(reversed(parts)))
+    return pa.array(inverse), distinct
+
+
+def _spread(built: list[dict[str, Any]], inverse: pa.Array, types: dict) -> dict[str, Any]:
+    """Columns from values made once per distinct combination (see _distinct)."""
+    return {name: pa.array([b[name] for b in built], t).take(inverse) for name, t in types.items()}
+
+
+def _human(ctx: _Context, status: str, final: str | None, via: str | None) -> dict[str, Any]:
+    """Status, final answers and how the work was validated, for one distinct combination."""
+    validated = status == STATUS_VALIDATED
+    answers = orjson.loads(final) if validated and final else {}
+    answers = answers if isinstance(answers, dict) else {}
+    out: dict[str, Any] = {"status": status}
+    out.update({f"human_{q.name}": _ANSWER[q.kind](answers.get(q.name)) for q in ctx.questions})
+    out.update(validation_fields(ctx.campaigns, ctx.pseudo, via if validated else None))
+    return out
+
+
+def _stored_machine(ctx: _Context, text: str | None) -> dict[str, Any]:
+    """The machine columns (other than the scores) of one distinct works.machine text."""
+    values = orjson.loads(text) if text else []
+    values = values if isinstance(values, list) else []
+    return {col: values[k] if k < len(values) else None
+            for k, col in enumerate(ctx.plan.stored) if col in ctx.machine_types}  # fmt: skip
+
+
+def _recompute(
+    conn: Connection, ctx: _Context, ids: list[str], machines: list[str | None],
+    hashes: list[str | None], scores: list[list], shown: pa.Array, current: pa.Array,
+) -> None:
+    """Rewrite, in place, the machine side of works whose stored columns are missing or from
+    another schema (from their record) or that were labelled under an older model version
+    (from predictions)."""
+    redo: dict[int, Any] = {}  # row -> the record-shaped dict to compute its columns from
+    stale = [i for i, (t, h) in enumerate(zip(machines, hashes, strict=True))
+             if t is None or h != ctx.plan_hash]  # fmt: skip
+    if stale:
+        wanted = [ids[i] for i in stale]
+        records = dict(conn.execute(select(Work.id, Work.record).where(Work.id.in_(wanted))).all())
+        redo.update((i, records.get(ids[i])) for i in stale)
+    older = pc.fill_null(pc.not_equal(shown, current), pc.is_valid(shown))
+    older_at = np.flatnonzero(pc.fill_null(older, False).to_numpy(zero_copy_only=False))
+    if len(older_at):
+        versions = shown.to_pylist()
+        old = _history(conn, {(ids[i], versions[i]) for i in older_at})
+        redo.update((int(i), old[(ids[i], versions[i])]) for i in older_at
+                    if (ids[i], versions[i]) in old)  # fmt: skip
+    for i, record in redo.items():
+        columns = ctx.plan.columns(record)
+        machines[i] = orjson.dumps([columns[c] for c in ctx.plan.stored]).decode()
+        for k, col in enumerate(SCORE_FROM_WORK):
+            scores[k][i] = columns[col]
+
+
+def _history(conn: Connection, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """Superseded predictions {(work, model_version): record-shaped dict}."""
+    ids = sorted({w for w, _ in wanted})
+    rows = conn.execute(
+        select(Prediction.work_id, Prediction.model_version, Prediction.prediction,
+               Prediction.machine_scores).where(Prediction.work_id.in_(ids))  # fmt: skip
+    )
+    return {
+        (r.work_id, r.model_version): {"prediction": r.prediction or {},
+                                       "machine_scores": r.machine_scores or {}}
+        for r in rows if (r.work_id, r.model_version) in wanted
+    }  # fmt: skip
+
+
+def _samples(
+    conn: Connection, ctx: _Context, ids: list[str], vias: list[str | None]
+) -> dict[str, Any]:
+    """Probability-sample campaign, stratum, inclusion probability and weight per work."""
+    n = len(ids)
+    campaign: list[str | None] = [None] * n
+    stratum: list[str | None] = [None] * n
+    prob: list[float | None] = [None] * n
+    if ctx.sample_ids:
+        items: dict[str, dict[int, Any]] = {}
+        for item in conn.execute(
+            select(CampaignItem.work_id, CampaignItem.campaign_id, CampaignItem.stratum,
+                   CampaignItem.inclusion_prob)
+            .where(CampaignItem.campaign_id.in_(ctx.sample_ids),
+                   CampaignItem.work_id >= ids[0], CampaignItem.work_id <= ids[-1])
+        ):  # fmt: skip
+            items.setdefault(item.work_id, {})[item.campaign_id] = item
+        for i, wid in enumerate(ids):
+            if wid not in items:
+                continue
+            # A work validated through one sample reports that sample's design.
+            via = VIA_CAMPAIGN.match(vias[i] or "")
+            cid = int(via.group(2)) if via and int(via.group(2)) in items[wid] else min(items[wid])
+            item = items[wid][cid]
+            campaign[i], stratum[i] = ctx.campaigns[cid].name, item.stratum
+            prob[i] = item.inclusion_prob
+    probs = pa.array(prob, pa.float64())
+    weight = pc.if_else(pc.greater(probs, 0), pc.divide(1.0, probs), pa.nulls(n, pa.float64()))
+    return {"sample_campaign": pa.array(campaign, pa.string()),
+            "stratum": pa.array(stratum, pa.string()), "inclusion_prob": probs,
+            "weight": weight}  # fmt: skip
