@@ -157,9 +157,11 @@ def snapshot_connection(engine: Engine) -> Iterator[Connection]:
     SQLite (WAL) fixes a reader's snapshot at its first read, which this does at once;
     PostgreSQL needs REPEATABLE READ, as READ COMMITTED takes a new snapshot per statement.
     """
-    options = {} if is_sqlite(engine) else {"isolation_level": "REPEATABLE READ"}
+    sqlite = is_sqlite(engine)
+    options = {} if sqlite else {"isolation_level": "REPEATABLE READ"}
     with engine.connect().execution_options(**options) as conn, conn.begin():
-        conn.exec_driver_sql("SELECT count(*) FROM alembic_version").all()
+        # The first read fixes the snapshot (SQLite must read a page of the file for it).
+        conn.exec_driver_sql("SELECT count(*) FROM sqlite_master" if sqlite else "SELECT 1").all()
         yield conn
 
 
