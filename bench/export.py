@@ -2,7 +2,7 @@
 
 Usage:
     .venv/bin/python bench/export.py [--works 1000000] [--rebuild] [--formats parquet,csv]
-                                     [--repeat 3]
+                                     [--repeat 3] [--pg postgresql+psycopg://...]
 
 Builds (once, reused) bench/out/export_<n>.db: n works carrying the seed record (full size,
 about 3 KB of JSON each), all validated by a 2-label unanimous rule, and 2 labels per work,
@@ -41,12 +41,17 @@ SEED = HERE.parent / "tests" / "fixtures" / "seed_record.json"
 BATCH = 20_000
 
 
-def build(path: Path, n: int, rebuild: bool) -> None:
+def build(url: str, n: int, rebuild: bool) -> None:
     """The bench database with n validated works and 2 labels each (built once)."""
-    if rebuild:
+    path = url.removeprefix("sqlite:///")
+    if rebuild and url.startswith("sqlite"):
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-    engine = make_engine(f"sqlite:///{path}")
+    engine = make_engine(url)
+    if rebuild and not url.startswith("sqlite"):
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA public")
     upgrade(engine)
     with engine.connect() as conn:
         have = conn.execute(select(func.count()).select_from(Work)).scalar_one()
@@ -108,19 +113,23 @@ def build(path: Path, n: int, rebuild: bool) -> None:
             bulk_insert(conn, Work.__table__, works)
             bulk_insert(conn, CampaignItem.__table__, items)
             bulk_insert(conn, Label.__table__, labels)
-    with engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    if url.startswith("sqlite"):
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    else:  # autovacuum may be off: give the planner statistics
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE")
     engine.dispose()
     print(f"built {path}: {n} works, {2 * n} labels in {time.perf_counter() - started:.1f} s")
 
 
-def run_one(db: Path, fmt: str, out: Path) -> None:
+def run_one(url: str, fmt: str, out: Path) -> None:
     """Child process: one export, then a JSON line with wall time, peak RSS and rows."""
     from labeling.export import export_gold
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
 
-    engine = make_engine(f"sqlite:///{db}")
+    engine = make_engine(url)
     schema = load_schema(DEFAULT_SCHEMA)
     started = time.perf_counter()
     result = export_gold(engine, schema, out, fmt=fmt)
@@ -138,13 +147,15 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--formats", default="parquet,csv", help="comma-separated; '' = build only")
     ap.add_argument("--repeat", type=int, default=3, help="runs per format (median reported)")
-    ap.add_argument("--child", nargs=3, metavar=("DB", "FORMAT", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--pg", help="a PostgreSQL URL to use instead of SQLite (its tables are "
+                    "dropped by --rebuild)")
+    ap.add_argument("--child", nargs=3, metavar=("URL", "FORMAT", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        run_one(Path(args.child[0]), args.child[1], Path(args.child[2]))
+        run_one(args.child[0], args.child[1], Path(args.child[2]))
         return
     OUT.mkdir(parents=True, exist_ok=True)
-    db = OUT / f"export_{args.works}.db"
+    db = args.pg or f"sqlite:///{OUT / f'export_{args.works}.db'}"
     build(db, args.works, args.rebuild)
     targets = {"parquet": 10.0, "csv": 30.0, "jsonl": 30.0}
     for fmt in filter(None, args.formats.split(",")):
