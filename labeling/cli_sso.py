@@ -51,7 +51,8 @@ def _echo_mapping(verb: str, m: Any) -> None:
 @click.pass_obj
 def add_subject(obj: Any, issuer: str, subject: str, user: str, role: str | None) -> None:
     """Let the identity ISSUER + SUBJECT (the iss and sub claims) sign in as USER."""
-    from labeling.sso import SSOError, map_subject
+    from labeling.sso import SSOError
+    from labeling.sso_mappings import map_subject
 
     try:
         m = map_subject(obj.engine, issuer, subject, user, role=role, created_by=_who())
@@ -67,7 +68,8 @@ def add_subject(obj: Any, issuer: str, subject: str, user: str, role: str | None
 @click.pass_obj
 def add_email(obj: Any, email: str, user: str, role: str | None) -> None:
     """Let whoever the provider verifies as EMAIL sign in as USER."""
-    from labeling.sso import SSOError, map_email
+    from labeling.sso import SSOError
+    from labeling.sso_mappings import map_email
 
     try:
         m = map_email(obj.engine, email, user, role=role, created_by=_who())
@@ -83,7 +85,8 @@ def add_email(obj: Any, email: str, user: str, role: str | None) -> None:
 @click.pass_obj
 def add_domain(obj: Any, domain: str, role: str) -> None:
     """Let anyone with a verified address at DOMAIN sign in; new users get --role."""
-    from labeling.sso import SSOError, map_domain
+    from labeling.sso import SSOError
+    from labeling.sso_mappings import map_domain
 
     try:
         m = map_domain(obj.engine, domain, role, created_by=_who())
@@ -97,7 +100,7 @@ def add_domain(obj: Any, domain: str, role: str) -> None:
 @click.pass_obj
 def list_cmd(obj: Any, as_json: bool) -> None:
     """List every mapping: id, kind, issuer, value, user, role, last use."""
-    from labeling.sso import list_mappings
+    from labeling.sso_mappings import list_mappings
 
     rows = list_mappings(obj.engine)
     if as_json:
@@ -117,7 +120,8 @@ def list_cmd(obj: Any, as_json: bool) -> None:
 @click.pass_obj
 def remove(obj: Any, ids: tuple[int, ...]) -> None:
     """Remove mappings by id (see `labeling sso list`); users and labels stay."""
-    from labeling.sso import SSOError, unmap
+    from labeling.sso import SSOError
+    from labeling.sso_mappings import unmap
 
     failed = False
     for mapping_id in ids:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -221,168 +221,10 @@ def check_fresh(
         raise SSOStale("Your single sign-on has expired; sign in again.")
 
 
-# ---------------------------------------------------------------- admin operations
-
-
-def _to_mapping(row: SSOIdentity, user: User | None) -> SSOMapping:
-    return SSOMapping(
-        id=row.id, kind=row.kind, issuer=row.issuer, value=row.value,
-        user=user.name if user is not None else None,
-        role=user.role if user is not None else str(row.role),
-        active=bool(user.active) if user is not None else None,
-        created_at=row.created_at, created_by=row.created_by, last_used_at=row.last_used_at,
-    )  # fmt: skip
-
-
-def _clean_user_name(name: str) -> str:
-    cleaned = name.strip() if isinstance(name, str) else ""
-    if not cleaned:
-        raise SSOError("user name cannot be empty")
-    if len(cleaned) > MAX_NAME_LENGTH:
-        raise SSOError(f"user name is longer than {MAX_NAME_LENGTH} characters")
-    return cleaned
-
-
-def _check_role(role: str | None, allowed: tuple[str, ...] = ROLES) -> None:
-    if role is not None and role not in allowed:
-        raise SSOError(f"unknown role {role!r}; choose one of {', '.join(allowed)}")
-
-
-def _target_user(session: Session, name: str, role: str | None) -> User:
-    """The user a mapping points at; created (no password) when missing and role is given."""
-    user = session.scalars(select(User).where(User.name == name)).first()
-    if user is None:
-        if role is None:
-            raise SSOError(f"no user called {name!r}; give a role to create it")
-        user = User(name=name, role=role, password_hash=None, active=True, failed_logins=0)
-        session.add(user)
-        session.flush()
-    elif role is not None and role != user.role:
-        raise SSOError(
-            f"{name} is already {user.role}; change a role with `labeling users set-role`"
-        )
-    return user
-
-
-def _add(engine: Engine, row: SSOIdentity, user_name: str | None, role: str | None,
-         what: str) -> SSOMapping:  # fmt: skip
-    try:
-        with write_session(engine) as session:
-            exists = _find(session, row.kind, row.issuer, row.value)
-            if exists is not None:
-                raise SSOError(f"{what} is already mapped (id {exists.id}); remove it first")
-            user = _target_user(session, user_name, role) if user_name is not None else None
-            row.user_id = user.id if user is not None else None
-            session.add(row)
-            session.flush()
-            return _to_mapping(row, user)
-    except IntegrityError as exc:  # another admin added the same mapping meanwhile
-        raise SSOError(f"{what} is already mapped") from exc
-
-
-def map_subject(
-    engine: Engine, issuer: str, subject: str, user: str, *, role: str | None = None,
-    created_by: str | None = None,
-) -> SSOMapping:  # fmt: skip
-    """Link an identity (issuer and subject claims) to a local user.
-
-    Args:
-        engine: database engine.
-        issuer: the `iss` claim, e.g. https://accounts.google.com.
-        subject: the `sub` claim.
-        user: local user name; created without a password when missing and `role` is given.
-        role: the role of a user to create; must equal the role of an existing one.
-        created_by: who made the mapping (shown in the list).
-    """
-    issuer, subject = (issuer or "").strip(), (subject or "").strip()
-    if not issuer or not subject:
-        raise SSOError("issuer and subject cannot be empty")
-    if len(issuer) > MAX_ISSUER_LENGTH or len(subject) > MAX_EMAIL_LENGTH:
-        raise SSOError("issuer or subject is too long")
-    _check_role(role)
-    row = SSOIdentity(kind=KIND_SUBJECT, issuer=issuer, value=subject, created_by=created_by)
-    return _add(engine, row, _clean_user_name(user), role, f"subject {subject} of {issuer}")
-
-
-def map_email(
-    engine: Engine, email: str, user: str, *, role: str | None = None,
-    created_by: str | None = None,
-) -> SSOMapping:  # fmt: skip
-    """Let whoever the provider vouches for as `email` (verified) sign in as `user`.
-
-    Args:
-        engine: database engine.
-        email: the address (compared in lower case).
-        user: local user name; created without a password when missing and `role` is given.
-        role: the role of a user to create; must equal the role of an existing one.
-        created_by: who made the mapping (shown in the list).
-    """
-    email = normalize_email(email)
-    _check_role(role)
-    row = SSOIdentity(kind=KIND_EMAIL, issuer="", value=email, created_by=created_by)
-    return _add(engine, row, _clean_user_name(user), role, f"e-mail {email}")
-
-
-def map_domain(
-    engine: Engine, domain: str, role: str, *, created_by: str | None = None
-) -> SSOMapping:
-    """Let anyone with a verified address at `domain` sign in; new users get `role`.
-
-    Only the exact domain matches (not its subdomains). A domain rule cannot grant admin.
-
-    Args:
-        engine: database engine.
-        domain: e.g. example.org (a leading '@' is ignored).
-        role: role of the users created on first sign-in (not admin).
-        created_by: who made the rule (shown in the list).
-    """
-    domain = normalize_domain(domain)
-    if role == "admin":
-        raise SSOError("a domain rule cannot grant admin; map each admin's e-mail or subject")
-    _check_role(role, DOMAIN_ROLES)
-    row = SSOIdentity(kind=KIND_DOMAIN, issuer="", value=domain, role=role, created_by=created_by)
-    return _add(engine, row, None, None, f"domain {domain}")
-
-
-def list_mappings(engine: Engine) -> list[SSOMapping]:
-    """Every mapping: subjects, e-mails, then domain rules, each sorted by value.
-
-    Args:
-        engine: database engine.
-    """
-    order = {KIND_SUBJECT: 0, KIND_EMAIL: 1, KIND_DOMAIN: 2}
-    with read_session(engine) as session:
-        rows = session.execute(
-            select(SSOIdentity, User).outerjoin(User, User.id == SSOIdentity.user_id)
-        ).all()
-        out = [_to_mapping(row, user) for row, user in rows]
-    return sorted(out, key=lambda m: (order[m.kind], m.value, m.issuer, m.id))
-
-
-def unmap(engine: Engine, mapping_id: int) -> SSOMapping:
-    """Remove one mapping (the local user and their labels stay); SSOError when unknown.
-
-    Removing a domain rule stops new sign-ins from the domain; users it already created
-    keep their own `subject` rows (remove those, or deactivate the users, to lock them out).
-
-    Args:
-        engine: database engine.
-        mapping_id: the id shown by list_mappings.
-    """
-    with write_session(engine) as session:
-        row = session.get(SSOIdentity, mapping_id, with_for_update=True)
-        if row is None:
-            raise SSOError(f"no mapping with id {mapping_id}")
-        user = session.get(User, row.user_id) if row.user_id is not None else None
-        gone = _to_mapping(row, user)
-        session.execute(delete(SSOIdentity).where(SSOIdentity.id == mapping_id))
-        return gone
-
-
 # ---------------------------------------------------------------- sign-in
 
 
-def _find(session: Session, kind: str, issuer: str, value: str) -> SSOIdentity | None:
+def find_identity(session: Session, kind: str, issuer: str, value: str) -> SSOIdentity | None:
     return session.scalars(
         select(SSOIdentity).where(
             SSOIdentity.kind == kind, SSOIdentity.issuer == issuer, SSOIdentity.value == value
@@ -403,7 +245,7 @@ def _user_of(session: Session, row: SSOIdentity) -> UserInfo:
 def _plan(engine: Engine, identity: Identity) -> tuple[str, int, UserInfo | None, str | None]:
     """Which row matches (kind, row id) and its user, or the role a domain rule would give."""
     with read_session(engine) as session:
-        row = _find(session, KIND_SUBJECT, identity.issuer, identity.subject)
+        row = find_identity(session, KIND_SUBJECT, identity.issuer, identity.subject)
         if row is not None:
             return KIND_SUBJECT, row.id, _user_of(session, row), None
         if identity.email is None:
@@ -411,8 +253,8 @@ def _plan(engine: Engine, identity: Identity) -> tuple[str, int, UserInfo | None
                 f"Your identity {identity.describe()} is not mapped to a role; ask an admin."
             )
         domain = identity.email.rpartition("@")[2]
-        email_row = _find(session, KIND_EMAIL, "", identity.email)
-        domain_row = _find(session, KIND_DOMAIN, "", domain)
+        email_row = find_identity(session, KIND_EMAIL, "", identity.email)
+        domain_row = find_identity(session, KIND_DOMAIN, "", domain)
         if (email_row or domain_row) and not identity.email_verified:
             raise SSORefused(
                 f"Your e-mail {identity.email} is not verified by the identity provider, so it "

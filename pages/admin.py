@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labeling import access, sso
+from labeling import access, sso, sso_mappings
 from labeling.admin import import_uploaded_frame
 from labeling.card import escape_markdown as esc
 from labeling.settings import get_settings
@@ -63,7 +63,7 @@ def remove_mapping(mapping_id: int, label: str) -> None:
     if who is None or not access.can_open(who.role, "admin"):
         return
     try:
-        sso.unmap(engine(), mapping_id)
+        sso_mappings.unmap(engine(), mapping_id)
         st.session_state["sso_flash"] = ("success", f"Removed {label}")
     except sso.SSOError as exc:
         st.session_state["sso_flash"] = ("error", str(exc))
@@ -104,17 +104,19 @@ with sso_tab:
         if st.form_submit_button("Add mapping"):
             try:
                 if kind == "E-mail":
-                    made = sso.map_email(engine(), email, target or "", created_by=user.name)
+                    made = sso_mappings.map_email(engine(), email, target or "",
+                                                  created_by=user.name)
                 elif kind == "Issuer and subject":
-                    made = sso.map_subject(engine(), issuer, subject, target or "",
+                    made = sso_mappings.map_subject(engine(), issuer, subject, target or "",
                                            created_by=user.name)
                 else:
-                    made = sso.map_domain(engine(), domain, domain_role, created_by=user.name)
+                    made = sso_mappings.map_domain(engine(), domain, domain_role,
+                                                   created_by=user.name)
                 st.success(esc(f"Added [{made.id}] {made.kind} {made.value} -> "
                                f"{made.user or 'new users'} ({made.role})"))
             except sso.SSOError as exc:
                 st.error(esc(str(exc)))
-    mappings = sso.list_mappings(engine())
+    mappings = sso_mappings.list_mappings(engine())
     if mappings:
         st.dataframe(
             [{"id": m.id, "kind": m.kind, "issuer": m.issuer, "value": m.value,

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from db.engine import alembic_config, make_engine, read_session, upgrade
 from db.models import AuthSession, SSOIdentity, User, utcnow
-from labeling import sso
+from labeling import sso, sso_mappings
 from labeling.cli import main as cli
 from labeling.database import dispose_all, get_engine
 from labeling.settings import Settings, get_settings
@@ -57,7 +57,7 @@ def claims(sub: str = "1001", email: str | None = "ann@example.org", verified: A
 
 def test_subject_mapping_signs_in_as_the_linked_user(engine: Engine) -> None:
     ann = add_user(engine, "ann", "annotator")
-    sso.map_subject(engine, GOOGLE, "1001", "ann")
+    sso_mappings.map_subject(engine, GOOGLE, "1001", "ann")
     # The subject decides even without any e-mail claim.
     assert sso.resolve(engine, claims(email=None, verified=None)) == ann
     # Same subject from another issuer is another identity.
@@ -68,7 +68,7 @@ def test_subject_mapping_signs_in_as_the_linked_user(engine: Engine) -> None:
 @pytest.mark.parametrize("verified", [True, "true", "TRUE"])
 def test_verified_email_mapping_signs_in(engine: Engine, verified: Any) -> None:
     lead = add_user(engine, "lena", "lead")
-    sso.map_email(engine, "Lena@Example.org", "lena")
+    sso_mappings.map_email(engine, "Lena@Example.org", "lena")
     assert sso.resolve(engine, claims(email="lena@EXAMPLE.org", verified=verified)) == lead
 
 
@@ -89,9 +89,9 @@ def test_unverified_email_is_refused_by_email_and_domain_rules(
 ) -> None:
     if rule == "email":
         add_user(engine, "ann", "annotator")
-        sso.map_email(engine, "ann@example.org", "ann")
+        sso_mappings.map_email(engine, "ann@example.org", "ann")
     else:
-        sso.map_domain(engine, "example.org", "annotator")
+        sso_mappings.map_domain(engine, "example.org", "annotator")
     c = claims(verified=verified)
     if ok:
         assert sso.resolve(engine, c, assume_email_verified=assume).role == "annotator"
@@ -102,7 +102,7 @@ def test_unverified_email_is_refused_by_email_and_domain_rules(
 
 
 def test_domain_rule_creates_the_user_once_and_links_the_subject(engine: Engine) -> None:
-    rule = sso.map_domain(engine, "@Example.org", "annotator")
+    rule = sso_mappings.map_domain(engine, "@Example.org", "annotator")
     assert rule.value == "example.org" and rule.user is None
     first = sso.resolve(engine, claims())
     assert (first.name, first.role, first.active) == ("ann@example.org", "annotator", True)
@@ -111,7 +111,7 @@ def test_domain_rule_creates_the_user_once_and_links_the_subject(engine: Engine)
         authenticate(engine, "ann@example.org", "")
     # Next time the subject row matches; no second user.
     assert sso.resolve(engine, claims()) == first
-    rows = {(m.kind, m.value, m.user) for m in sso.list_mappings(engine)}
+    rows = {(m.kind, m.value, m.user) for m in sso_mappings.list_mappings(engine)}
     assert ("subject", "1001", "ann@example.org") in rows
     # Later sign-ins follow the subject even if the address changes at the provider.
     assert sso.resolve(engine, claims(email="ann.new@elsewhere.net")) == first
@@ -122,7 +122,7 @@ def test_domain_rule_creates_the_user_once_and_links_the_subject(engine: Engine)
 @pytest.mark.parametrize("email", ["ann@sub.example.org", "ann@example.org.evil.net",
                                    "ann@notexample.org"])  # fmt: skip
 def test_domain_rule_matches_only_its_exact_domain(engine: Engine, email: str) -> None:
-    sso.map_domain(engine, "example.org", "annotator")
+    sso_mappings.map_domain(engine, "example.org", "annotator")
     with pytest.raises(sso.SSORefused, match="not mapped"):
         sso.resolve(engine, claims(email=email))
 
@@ -138,14 +138,14 @@ def test_unmapped_identity_is_refused_with_what_an_admin_needs(engine: Engine) -
 
 @pytest.mark.parametrize("how", ["subject", "email", "domain"])
 def test_deactivated_user_is_refused_and_no_rule_revives_them(engine: Engine, how: str) -> None:
-    sso.map_domain(engine, "example.org", "annotator")  # present in every case
+    sso_mappings.map_domain(engine, "example.org", "annotator")  # present in every case
     if how == "subject":
         add_user(engine, "ann", "annotator")
-        sso.map_subject(engine, GOOGLE, "1001", "ann")
+        sso_mappings.map_subject(engine, GOOGLE, "1001", "ann")
         name = "ann"
     elif how == "email":
         add_user(engine, "ann", "annotator")
-        sso.map_email(engine, "ann@example.org", "ann")
+        sso_mappings.map_email(engine, "ann@example.org", "ann")
         name = "ann"
     else:
         name = sso.resolve(engine, claims()).name  # created by the domain rule
@@ -159,23 +159,23 @@ def test_deactivated_user_is_refused_and_no_rule_revives_them(engine: Engine, ho
 def test_subject_beats_email_and_email_beats_domain(engine: Engine) -> None:
     add_user(engine, "by-subject", "lead")
     add_user(engine, "by-email", "exporter")
-    sso.map_domain(engine, "example.org", "annotator")
-    sso.map_email(engine, "ann@example.org", "by-email")
+    sso_mappings.map_domain(engine, "example.org", "annotator")
+    sso_mappings.map_email(engine, "ann@example.org", "by-email")
     assert sso.resolve(engine, claims()).name == "by-email"
-    sso.map_subject(engine, GOOGLE, "1001", "by-subject")
+    sso_mappings.map_subject(engine, GOOGLE, "1001", "by-subject")
     assert sso.resolve(engine, claims()).name == "by-subject"
 
 
 def test_domain_rule_never_takes_over_an_existing_local_account(engine: Engine) -> None:
     add_user(engine, "ann@example.org", "admin", "secret")
-    sso.map_domain(engine, "example.org", "annotator")
+    sso_mappings.map_domain(engine, "example.org", "annotator")
     with pytest.raises(sso.SSORefused, match="already exists"):
         sso.resolve(engine, claims())
     assert get_user(engine, "ann@example.org").role == "admin"
 
 
 def test_identity_without_issuer_or_subject_is_refused(engine: Engine) -> None:
-    sso.map_domain(engine, "example.org", "annotator")
+    sso_mappings.map_domain(engine, "example.org", "annotator")
     for broken in (claims(iss=""), {**claims(), "sub": None}):
         with pytest.raises(sso.SSORefused, match="issuer and a subject"):
             sso.resolve(engine, broken)
@@ -183,26 +183,28 @@ def test_identity_without_issuer_or_subject_is_refused(engine: Engine) -> None:
 
 def test_admin_operations_refuse_what_they_cannot_do(engine: Engine) -> None:
     add_user(engine, "ann", "annotator")
-    sso.map_email(engine, "ann@example.org", "ann")
+    sso_mappings.map_email(engine, "ann@example.org", "ann")
     cases = [
-        (lambda: sso.map_email(engine, "ANN@example.org", "ann"), "already mapped"),
-        (lambda: sso.map_email(engine, "bob@example.org", "bob"), "no user called 'bob'"),
-        (lambda: sso.map_email(engine, "x@example.org", "ann", role="lead"), "already annotator"),
-        (lambda: sso.map_email(engine, "not-an-address", "ann"), "not an e-mail"),
-        (lambda: sso.map_domain(engine, "example.org", "admin"), "cannot grant admin"),
-        (lambda: sso.map_domain(engine, "localhost", "annotator"), "not a domain"),
-        (lambda: sso.map_domain(engine, "example.org", "boss"), "unknown role"),
-        (lambda: sso.map_subject(engine, GOOGLE, " ", "ann"), "cannot be empty"),
-        (lambda: sso.unmap(engine, 999), "no mapping with id 999"),
+        (lambda: sso_mappings.map_email(engine, "ANN@example.org", "ann"), "already mapped"),
+        (lambda: sso_mappings.map_email(engine, "bob@example.org", "bob"), "no user called 'bob'"),
+        (lambda: sso_mappings.map_email(engine, "x@example.org", "ann", role="lead"),
+         "already annotator"),
+        (lambda: sso_mappings.map_email(engine, "not-an-address", "ann"), "not an e-mail"),
+        (lambda: sso_mappings.map_domain(engine, "example.org", "admin"), "cannot grant admin"),
+        (lambda: sso_mappings.map_domain(engine, "localhost", "annotator"), "not a domain"),
+        (lambda: sso_mappings.map_domain(engine, "example.org", "boss"), "unknown role"),
+        (lambda: sso_mappings.map_subject(engine, GOOGLE, " ", "ann"), "cannot be empty"),
+        (lambda: sso_mappings.unmap(engine, 999), "no mapping with id 999"),
     ]
     for call, message in cases:
         with pytest.raises(sso.SSOError, match=message):
             call()
-    assert len(sso.list_mappings(engine)) == 1
+    assert len(sso_mappings.list_mappings(engine)) == 1
 
 
 def test_mapping_with_a_role_creates_a_passwordless_user(engine: Engine) -> None:
-    made = sso.map_email(engine, "eve@example.org", "eve", role="exporter", created_by="admin")
+    made = sso_mappings.map_email(engine, "eve@example.org", "eve", role="exporter",
+                                  created_by="admin")
     assert (made.user, made.role, made.active, made.created_by) == ("eve", "exporter", True,
                                                                     "admin")  # fmt: skip
     assert get_user(engine, "eve").role == "exporter"
@@ -212,9 +214,9 @@ def test_mapping_with_a_role_creates_a_passwordless_user(engine: Engine) -> None
 
 def test_unmap_stops_sign_in_but_keeps_the_user(engine: Engine) -> None:
     add_user(engine, "ann", "annotator")
-    m = sso.map_email(engine, "ann@example.org", "ann")
+    m = sso_mappings.map_email(engine, "ann@example.org", "ann")
     assert sso.resolve(engine, claims()).name == "ann"
-    assert sso.unmap(engine, m.id).value == "ann@example.org"
+    assert sso_mappings.unmap(engine, m.id).value == "ann@example.org"
     with pytest.raises(sso.SSORefused, match="not mapped"):
         sso.resolve(engine, claims())
     assert get_user(engine, "ann") is not None
@@ -222,13 +224,14 @@ def test_unmap_stops_sign_in_but_keeps_the_user(engine: Engine) -> None:
 
 def test_sign_in_records_last_use_at_most_once_a_minute(engine: Engine) -> None:
     add_user(engine, "ann", "annotator")
-    m = sso.map_email(engine, "ann@example.org", "ann")
+    m = sso_mappings.map_email(engine, "ann@example.org", "ann")
     t0 = utcnow()
     sso.resolve(engine, claims(), now=t0)
     sso.resolve(engine, claims(), now=t0 + timedelta(seconds=30))
-    assert sso.list_mappings(engine)[0].last_used_at == t0.replace(microsecond=t0.microsecond)
+    first = sso_mappings.list_mappings(engine)[0]
+    assert first.last_used_at == t0.replace(microsecond=t0.microsecond)
     sso.resolve(engine, claims(), now=t0 + timedelta(minutes=2))
-    assert sso.list_mappings(engine)[0].last_used_at == t0 + timedelta(minutes=2)
+    assert sso_mappings.list_mappings(engine)[0].last_used_at == t0 + timedelta(minutes=2)
     assert m.last_used_at is None
 
 
@@ -237,7 +240,7 @@ def test_sign_in_records_last_use_at_most_once_a_minute(engine: Engine) -> None:
 
 def test_sso_session_is_a_normal_login_session(engine: Engine) -> None:
     add_user(engine, "ann", "annotator")
-    sso.map_email(engine, "ann@example.org", "ann")
+    sso_mappings.map_email(engine, "ann@example.org", "ann")
     now = utcnow()
     user, token = sso.start_session(engine, claims(iat=now.timestamp()), idle_minutes=60,
                                     provider="google", now=now)  # fmt: skip
@@ -257,7 +260,7 @@ def test_an_old_or_foreign_provider_sign_in_must_be_renewed(
     engine: Engine, age_minutes: int, provider: str | None, stale: bool
 ) -> None:
     add_user(engine, "ann", "annotator")
-    sso.map_email(engine, "ann@example.org", "ann")
+    sso_mappings.map_email(engine, "ann@example.org", "ann")
     now = utcnow()
     c = claims(iat=int((now - timedelta(minutes=age_minutes)).timestamp()), provider=provider)
     if stale:
@@ -415,7 +418,7 @@ def sso_app(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine
     eng = get_engine(sqlite_url)
     for role in ("annotator", "lead", "exporter", "admin"):
         add_user(eng, role, role, "pw-" + role)
-    sso.map_email(eng, "ann@example.org", "annotator")
+    sso_mappings.map_email(eng, "ann@example.org", "annotator")
     yield eng
     st.cache_resource.clear()
     get_settings.cache_clear()
@@ -506,7 +509,7 @@ def test_mapped_identity_is_signed_in_with_a_database_session(sso_app: Engine) -
 
 
 def test_domain_rule_creates_the_user_on_first_sign_in(sso_app: Engine) -> None:
-    sso.map_domain(sso_app, "lab.example.org", "lead")
+    sso_mappings.map_domain(sso_app, "lab.example.org", "lead")
     at = app(fresh(sub="77", email="neo@lab.example.org")).run()
     assert not at.exception
     assert get_user(sso_app, "neo@lab.example.org").role == "lead"
@@ -610,11 +613,12 @@ def test_admin_tab_adds_and_removes_mappings(sso_app: Engine) -> None:
     at.text_input(key="sso_subject").input("abc")
     at.selectbox(key="sso_user").select("lead")
     at.button(key="FormSubmitter:sso_add-Add mapping").click().run()
-    kinds = {(m.kind, m.value, m.user, m.role) for m in sso.list_mappings(sso_app)}
+    kinds = {(m.kind, m.value, m.user, m.role) for m in sso_mappings.list_mappings(sso_app)}
     assert kinds == {("email", "ann@example.org", "annotator", "annotator"),
                      ("domain", "lab.example.org", None, "exporter"),
                      ("subject", "abc", "lead", "lead")}  # fmt: skip
-    assert {m.created_by for m in sso.list_mappings(sso_app) if m.kind != "email"} == {"admin"}
+    made_by = {m.created_by for m in sso_mappings.list_mappings(sso_app) if m.kind != "email"}
+    assert made_by == {"admin"}
     frame = at.dataframe[-1].value
     assert set(frame["value"]) == {"ann@example.org", "lab.example.org", "abc"}
     # A duplicate is refused with the reason.
@@ -624,12 +628,12 @@ def test_admin_tab_adds_and_removes_mappings(sso_app: Engine) -> None:
     at.button(key="FormSubmitter:sso_add-Add mapping").click().run()
     assert any("already mapped" in shown(e.value) for e in at.error)
     # Remove the e-mail mapping: the list shown no longer has it.
-    email_id = next(m.id for m in sso.list_mappings(sso_app) if m.kind == "email")
+    email_id = next(m.id for m in sso_mappings.list_mappings(sso_app) if m.kind == "email")
     at.selectbox(key="sso_remove_id").select(email_id)
     at.button(key="sso_remove").click().run()
     assert any("Removed" in shown(s.value) for s in at.success)
     assert "ann@example.org" not in set(at.dataframe[-1].value["value"])
-    assert email_id not in {m.id for m in sso.list_mappings(sso_app)}
+    assert email_id not in {m.id for m in sso_mappings.list_mappings(sso_app)}
 
 
 # ---------------------------------------------------------------- the real redirect (slow)
@@ -757,7 +761,7 @@ def test_real_oidc_redirect_signs_the_mapped_user_in(sqlite_url: str, tmp_path: 
 
     eng = make_engine(sqlite_url)
     add_user(eng, "ann", "annotator")
-    sso.map_email(eng, "ann@example.org", "ann")
+    sso_mappings.map_email(eng, "ann@example.org", "ann")
     idp = _FakeProvider("lab-client", {"sub": "u-1", "email": "ann@example.org",
                                        "email_verified": True, "name": "Ann"})  # fmt: skip
     port = free_port()
@@ -817,3 +821,10 @@ def test_real_oidc_redirect_signs_the_mapped_user_in(sqlite_url: str, tmp_path: 
         row = s.scalars(select(SSOIdentity).where(SSOIdentity.kind == "email")).one()
         assert row.last_used_at is not None
     eng.dispose()
+
+
+@pytest.mark.parametrize("name", ["bad\x00name", "line\nbreak", "rlo\u202ename", " "])
+def test_mapping_refuses_names_no_user_may_have(engine: Engine, name: str) -> None:
+    with pytest.raises(sso.SSOError):
+        sso_mappings.map_email(engine, "x@example.org", name, role="annotator")
+    assert sso_mappings.list_mappings(engine) == []
