@@ -13,7 +13,6 @@ import io
 import os
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -23,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
-from sqlalchemy import Connection, Engine, insert
+from sqlalchemy import Engine, insert
 
 import labeling
 from db.engine import snapshot_connection, write_session
@@ -259,24 +258,6 @@ class _Writer:
 # ---------------------------------------------------------------- public API
 
 
-@contextmanager
-def _lean(conn: Connection) -> Iterator[None]:
-    """A small SQLite page cache for the export's connection, restored afterwards.
-
-    An export reads each page once, in order: the usual 64 MB cache would only add to the
-    export's memory.
-    """
-    if conn.dialect.name != "sqlite":
-        yield
-        return
-    before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
-    conn.exec_driver_sql("PRAGMA cache_size=-8192")
-    try:
-        yield
-    finally:
-        conn.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
-
-
 def _check(fmt: str, schema: Schema, filters: ExportFilters) -> None:
     """ExportError on a bad format, status, date range or question before touching files."""
     if fmt not in FORMATS:
@@ -318,11 +299,12 @@ def export_gold(
     side = _Writer(lpath, fmt, arrow_schema(LONG_COLUMNS)) if lpath is not None else None
     counts: Counter[str] = Counter()
     try:
-        with snapshot_connection(engine) as conn, _lean(conn):
+        with snapshot_connection(engine, scan=True) as conn:
             for chunk in iter_tables(conn, schema, filters, pseudonymize=pseudonymize,
                                      chunk_size=chunk_size, with_labels=long):  # fmt: skip
                 main.write(chunk.table)
-                counts.update(chunk.table["status"].to_pylist())
+                for entry in pc.value_counts(chunk.table["status"]).to_pylist():
+                    counts[entry["values"]] += entry["counts"]
                 if side is not None:
                     side.write_rows(chunk.labels)
         digest = main.close()

@@ -25,12 +25,34 @@ from labeling.schema import Question
 _NO_NAMES = pa.scalar([], type=pa.list_(pa.string()))
 
 
-def spread(values: pa.Array, build: Callable[[Any], dict], types: dict[str, pa.DataType]) -> dict:
-    """Columns computed once per distinct value of a (low-cardinality) text column."""
-    encoded = values.dictionary_encode()
-    built = [build(v) for v in encoded.dictionary.to_pylist()] + [build(None)]
-    idx = pc.fill_null(encoded.indices, len(built) - 1)
-    return {name: pa.array([b[name] for b in built], t).take(idx) for name, t in types.items()}
+def by_distinct(
+    build: Callable[..., dict[str, Any]], types: dict[str, pa.DataType], *columns: Any
+) -> dict[str, pa.Array]:
+    """Columns computed once per distinct combination of values of text columns of one
+    length (lists or Arrow arrays), then spread to every row; Arrow does the hashing.
+
+    build(*combination) returns {name: value} for the names of `types`.
+    """
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    dictionaries = []
+    for column in columns:
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        array = column if isinstance(column, pa.Array) else pa.array(column, pa.string())
+        encoded = array.dictionary_encode()
+        codes = pc.fill_null(encoded.indices, len(encoded.dictionary)).to_numpy()
+        dictionaries.append(encoded.dictionary.to_pylist() + [None])
+        key = key * len(dictionaries[-1]) + codes
+    unique, inverse = np.unique(key, return_inverse=True)
+    built = []
+    for code in unique.tolist():
+        parts = []
+        for values in reversed(dictionaries):
+            code, at = divmod(code, len(values))
+            parts.append(values[at])
+        built.append(build(*reversed(parts)))
+    rows = pa.array(inverse)
+    return {name: pa.array([b[name] for b in built], t).take(rows) for name, t in types.items()}
 
 
 def fetch_columns(conn: Connection, query: Any, width: int) -> list[Any]:
@@ -111,7 +133,7 @@ def current_labels(
                 for i, q in enumerate(questions)}  # fmt: skip
 
     names = {f"k{i}": pa.string() for i in range(len(questions))}
-    for name, col in spread(table["answers"].combine_chunks(), keys, names).items():
+    for name, col in by_distinct(keys, names, table["answers"]).items():
         table = table.append_column(name, col)
     return table
 

@@ -33,13 +33,19 @@ from labeling.export_rows import (
     wide_columns,
     work_conditions,
 )
-from labeling.gold_labels import current_labels, label_stats, labelled_versions, long_labels
+from labeling.gold_labels import (
+    by_distinct,
+    current_labels,
+    label_stats,
+    labelled_versions,
+    long_labels,
+)
 from labeling.machine_columns import (
     SCORE_COLUMNS,
     SCORE_FROM_WORK,
     MachinePlan,
-    _as_list,
-    _as_str,
+    as_list,
+    as_text,
     call_columns,
     machine_hash,
     machine_plan,
@@ -47,7 +53,7 @@ from labeling.machine_columns import (
 from labeling.schema import Question, Schema
 
 CHUNK = 20_000
-_ANSWER = {"multi": _as_list, "single": _as_str, "binary": _as_str}
+_ANSWER = {"multi": as_list, "single": as_text, "binary": as_text}
 _VALIDATION = ("validation_method", "validation_rule", "validation_campaign", "validated_by",
                "validated_via")  # fmt: skip
 
@@ -149,12 +155,8 @@ def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> Gol
                             "title": pa.array(titles, pa.string()),
                             "year": pa.array(years, pa.int64()),
                             "model_version": shown, "model_version_current": current}  # fmt: skip
-    inverse, distinct = _distinct(statuses, finals, vias)
-    built = [_human(ctx, *values) for values in distinct]
-    cols.update(_spread(built, inverse, ctx.human_types))
-    inverse, distinct = _distinct(machines)
-    built = [_stored_machine(ctx, text) for (text,) in distinct]
-    cols.update(_spread(built, inverse, ctx.machine_types))
+    cols.update(by_distinct(lambda *v: _human(ctx, *v), ctx.human_types, statuses, finals, vias))
+    cols.update(by_distinct(lambda t: _stored_machine(ctx, t), ctx.machine_types, machines))
     cols.update(label_stats(labels, n, len(ctx.questions), ctx.user_ids, ctx.user_names))
     for k, col in enumerate(SCORE_FROM_WORK):
         cols[col] = pa.array(scores[k], pa.float64())
@@ -163,32 +165,6 @@ def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> Gol
     long = (long_labels(conn, ctx.questions, ctx.campaigns, ctx.names, ctx.campaign_id, ids)
             if with_labels else [])  # fmt: skip
     return GoldChunk(table, long)
-
-
-def _distinct(*columns: list[Any]) -> tuple[pa.Array, list[tuple]]:
-    """For text columns of one length: each row's index into the list of their distinct
-    value combinations, and that list (hashing is done by Arrow, not row by row)."""
-    key = np.zeros(len(columns[0]), dtype=np.int64)
-    dictionaries = []
-    for column in columns:
-        encoded = pa.array(column, pa.string()).dictionary_encode()
-        codes = pc.fill_null(encoded.indices, len(encoded.dictionary)).to_numpy()
-        dictionaries.append(encoded.dictionary.to_pylist() + [None])
-        key = key * len(dictionaries[-1]) + codes
-    unique, inverse = np.unique(key, return_inverse=True)
-    distinct = []
-    for code in unique.tolist():
-        parts = []
-        for values in reversed(dictionaries):
-            code, at = divmod(code, len(values))
-            parts.append(values[at])
-        distinct.append(tuple(reversed(parts)))
-    return pa.array(inverse), distinct
-
-
-def _spread(built: list[dict[str, Any]], inverse: pa.Array, types: dict) -> dict[str, Any]:
-    """Columns from values made once per distinct combination (see _distinct)."""
-    return {name: pa.array([b[name] for b in built], t).take(inverse) for name, t in types.items()}
 
 
 def _human(ctx: _Context, status: str, final: str | None, via: str | None) -> dict[str, Any]:

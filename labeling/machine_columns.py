@@ -23,7 +23,7 @@ from labeling.schema import Question, Schema
 ANSWER_KIND = {"multi": "list", "single": "str", "binary": "str"}
 
 
-def _as_list(value: Any) -> list[str] | None:
+def as_list(value: Any) -> list[str] | None:
     """A call as a list of labels (None stays None)."""
     if value is None:
         return None
@@ -32,7 +32,7 @@ def _as_list(value: Any) -> list[str] | None:
     return [str(value)]
 
 
-def _as_str(value: Any) -> str | None:
+def as_text(value: Any) -> str | None:
     """A call or text as a string; booleans become yes/no like the human answers."""
     if value is None:
         return None
@@ -90,9 +90,9 @@ _SCORE_FIELDS = [
     ("scores_baseline", "machine_scores.baseline", _as_bool),
     ("scores_maturity_gate_passed", "machine_scores.maturity_gate_passed", _as_bool),
     # Verbatim: the frame's text as it is (a non-string is kept as its text).
-    ("validation_status", "machine_scores.validation_status", _as_str),
-    ("scores_note", "machine_scores.note", _as_str),
-    ("prediction_status", "prediction.prediction_status", _as_str),
+    ("validation_status", "machine_scores.validation_status", as_text),
+    ("scores_note", "machine_scores.note", as_text),
+    ("prediction_status", "prediction.prediction_status", as_text),
     ("teacher_disagreement_score", "prediction.teacher_disagreement_score", _as_float),
     ("threshold_uncertainty_score", "prediction.threshold_uncertainty_score", _as_float),
 ]
@@ -156,7 +156,7 @@ def machine_plan(schema: Schema, questions: Sequence[Question] | None = None) ->
             paths.append(path)
         return paths.index(path)
 
-    conv = {"multi": _as_list, "single": _as_str, "binary": _as_str}
+    conv = {"multi": as_list, "single": as_text, "binary": as_text}
     for q in schema.questions if questions is None else questions:
         for who in (*schema.teachers, "candidate", "consensus"):
             col = f"machine_{q.name}_{who}"
@@ -165,7 +165,7 @@ def machine_plan(schema: Schema, questions: Sequence[Question] | None = None) ->
             elif who in q.scores and q.kind in ("multi", "binary"):
                 steps.append((col, at(q.scores[who]), _thresholded(q)))
             else:
-                steps.append((col, -1, _as_str))
+                steps.append((col, -1, as_text))
     steps += [(col, at(path), fn) for col, path, fn in _SCORE_FIELDS]
     return MachinePlan(paths, steps)
 

@@ -82,3 +82,26 @@ def answers_for(schema: Schema, variant: int = 0) -> dict[str, Any]:
         else:
             out[q.name] = q.labels[variant % len(q.labels)]
     return out
+
+
+def label_next(
+    engine: Engine, schema: Schema, campaign: str, name: str, answers: dict[str, Any],
+    **fields: Any,
+) -> str:
+    """`name` claims their next work of a campaign and submits `answers` (plus any other
+    submit_label fields); returns the work id."""
+    from labeling.campaigns import get_campaign
+    from labeling.labels import submit_label
+    from labeling.queue import claim_next
+    from labeling.users import get_user
+
+    cid = get_campaign(engine, campaign).id
+    uid = get_user(engine, name).id
+    claim = claim_next(engine, cid, uid)
+    assert claim is not None, f"{name} got no work from {campaign}"
+    values = {"schema_hash": schema.hash, "scores_visible": True, "model_version": "m",
+              "time_on_item_ms": 1000, "submission_id": f"{name}-{cid}-{claim.work_id}",
+              **fields}  # fmt: skip
+    submit_label(engine, campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers,
+                 schema=schema, **values)  # fmt: skip
+    return claim.work_id

@@ -18,16 +18,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from labeling.campaigns import create_campaign, get_campaign
+from labeling.campaigns import create_campaign
 from labeling.demo import seed_abstract_cache
 from labeling.export import ExportFilters, export_gold
 from labeling.frame import import_frame
-from labeling.labels import submit_label
-from labeling.queue import claim_next
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA
-from labeling.users import add_user, get_user
-from tests.factories import answers_for
+from labeling.users import add_user
+from tests.factories import answers_for, label_next
 from tests.test_e2e_label import chromium_page, need_chromium, settle, streamlit_server
 from tests.test_label_page import seed_records
 
@@ -83,18 +81,9 @@ INJECTED = """() => {
 def label(engine: Engine, schema: Schema, name: str, campaign: str, variant: int, *,
           skip: bool = False) -> str:
     """`name` claims their next work of a campaign and labels (or skips) it with HOSTILE notes."""
-    cid = get_campaign(engine, campaign).id
-    uid = get_user(engine, name).id
-    claim = claim_next(engine, cid, uid)
-    assert claim is not None
-    submit_label(
-        engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
-        answers={} if skip else answers_for(schema, variant), skipped=skip,
-        skip_reason="other" if skip else None, flagged=True, note=HOSTILE,
-        schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=900,
-        submission_id=f"{uid}-{cid}-{claim.work_id}", schema=schema,
-    )
-    return claim.work_id
+    return label_next(engine, schema, campaign, name, {} if skip else answers_for(schema, variant),
+                      skipped=skip, skip_reason="other" if skip else None, flagged=True,
+                      note=HOSTILE, time_on_item_ms=900)  # fmt: skip
 
 
 def hostile_db(tmp: Path) -> tuple[str, dict[str, Any]]:

@@ -22,12 +22,10 @@ from db.engine import write_session
 from db.models import User, utcnow
 from labeling.campaigns import get_campaign
 from labeling.database import dispose_all
-from labeling.labels import submit_label
-from labeling.queue import claim_next
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
 from labeling.users import add_user, create_session, get_user
-from tests.factories import answers_for
+from tests.factories import answers_for, label_next
 from tests.test_label_page import PASSWORD, build_label_db
 from tests.test_lead_pages import label_pair
 
@@ -111,17 +109,8 @@ def set_active(engine: Engine, name: str, active: bool) -> None:
 def label_as(engine: Engine, schema: Schema, name: str, campaign: str, variant: int,
              note: str | None = None) -> str:
     """`name` claims and labels their next work of a campaign; returns the work id."""
-    cid = get_campaign(engine, campaign).id
-    uid = get_user(engine, name).id
-    claim = claim_next(engine, cid, uid)
-    assert claim is not None
-    submit_label(
-        engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
-        answers=answers_for(schema, variant), schema_hash=schema.hash, scores_visible=True,
-        model_version="m", time_on_item_ms=1000, submission_id=f"{name}-{cid}-{claim.work_id}",
-        schema=schema, flagged=note is not None, note=note,
-    )
-    return claim.work_id
+    return label_next(engine, schema, campaign, name, answers_for(schema, variant),
+                      flagged=note is not None, note=note)
 
 
 @pytest.fixture(scope="module")
