@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,62 @@ def snapshot_connection(engine: Engine, *, scan: bool = False) -> Iterator[Conne
             yield conn
         finally:  # the pooled connection goes back with its usual cache
             conn.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
+
+
+_SNAPSHOT_ID = re.compile(r"^[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+$")
+
+
+@contextmanager
+def shared_snapshot(
+    engine: Engine,
+    share: Callable[[str], None] | None = None,
+    *,
+    join: str | None = None,
+    scan: bool = True,
+) -> Iterator[Connection]:
+    """A read transaction whose snapshot other processes open too (a parallel export).
+
+    Exporting side (`share` given): opens the snapshot, then calls share(token), which must
+    hand the token to every worker and return only once each of them is inside the snapshot,
+    i.e. has entered shared_snapshot(engine, join=token). PostgreSQL exports its snapshot
+    (pg_export_snapshot) and workers import it; this transaction is open throughout share.
+    SQLite cannot export a snapshot, but a WAL reader's snapshot is the last commit before its
+    first read: a write lock (BEGIN IMMEDIATE, queued like any writer) held from before this
+    connection's first read until share returns lets no commit in between, so every reader
+    sees the same state. Start the workers beforehand, so that writers wait only milliseconds.
+    Joining side (`join`): a connection in the snapshot of that token.
+    scan: an 8 MB SQLite page cache, as in snapshot_connection.
+    """
+    if (share is None) == (join is None):
+        raise ValueError("shared_snapshot needs exactly one of share and join")
+    sqlite = is_sqlite(engine)
+    options = {} if sqlite else {"isolation_level": "REPEATABLE READ"}
+    with ExitStack() as lock, engine.connect().execution_options(**options) as conn:
+        with conn.begin():
+            if join is not None and not sqlite:
+                if not _SNAPSHOT_ID.match(join):  # spliced into SQL below: a literal only
+                    raise ValueError(f"not a snapshot id: {join!r}")
+                # Must be the first statement of the (REPEATABLE READ) transaction.
+                conn.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{join}'")
+            elif join is None and sqlite:
+                lock.enter_context(write_connection(engine))
+            # The first read fixes this connection's snapshot (see snapshot_connection).
+            first = "SELECT pg_export_snapshot()" if join is None else "SELECT 1"
+            if sqlite:
+                first = "SELECT count(*) FROM sqlite_master"
+            token = conn.exec_driver_sql(first).scalar()
+            if share is not None:
+                share("" if sqlite else str(token))
+                lock.close()  # every worker holds the snapshot: writers may commit again
+            small = sqlite and scan
+            before = conn.exec_driver_sql("PRAGMA cache_size").scalar() if small else None
+            if small:
+                conn.exec_driver_sql("PRAGMA cache_size=-8192")
+            try:
+                yield conn
+            finally:  # the pooled connection goes back with its usual cache
+                if small:
+                    conn.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
 
 
 @contextmanager

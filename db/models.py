@@ -332,6 +332,33 @@ class Label(Base):
     )
 
 
+class LabelSummary(Base):
+    """A work's current labels in brief, as the export reports them; derived from labels.
+
+    Rewritten in the transaction that adds a label to the work. It is a cache: the export
+    trusts a row only when label_rows equals the work's number of label rows (labels are
+    only ever added, so the same count means the same labels) and it was made under the
+    current schema, and recomputes it from the labels otherwise.
+    """
+
+    __tablename__ = "label_summaries"
+
+    work_id: Mapped[str] = mapped_column(
+        ForeignKey("works.id", ondelete="CASCADE"), primary_key=True
+    )
+    # Every label row of the work when summarised: versions, skips, all campaigns.
+    label_rows: Mapped[int] = mapped_column(Integer, nullable=False)
+    # JSON: schema hash, number of current labels, annotator ids, [agreeing pairs, answers]
+    # per schema question; NULL when the work has no current (non-skipped) label.
+    summary: Mapped[str | None] = mapped_column(Text)
+    first_at: Mapped[str | None] = mapped_column(String(40))  # ISO 8601 UTC, as exported
+    last_at: Mapped[str | None] = mapped_column(String(40))
+    model_version: Mapped[str | None] = mapped_column(String(128))  # newest stamped label's
+
+    # Clustered by work id on SQLite, so the export reads a range of works in one pass.
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+
 class Adjudication(Base):
     """A lead's final answer for a work, which validates it whatever the labels say."""
 

@@ -53,6 +53,7 @@ def export(obj: Any, fmt: str, out: Path, status: str, campaign: str | None,
 
     from db.models import User
     from labeling.export import ExportError, ExportFilters, export_gold
+    from labeling.export_parallel import WorkerError
 
     names = tuple(q.strip() for q in questions.split(",") if q.strip()) if questions else None
     if questions is not None and not names:
@@ -74,6 +75,8 @@ def export(obj: Any, fmt: str, out: Path, status: str, campaign: str | None,
                              pseudonymize=pseudonymize, user_id=user_id)  # fmt: skip
     except ExportError as exc:
         _fail(str(exc))
+    except WorkerError as exc:  # a database or disk error inside a worker process
+        _fail(f"export failed: {exc}", 1)
     except OSError as exc:
         _fail(f"cannot write {out}: {exc.strerror or exc}", 1)
     if as_json:

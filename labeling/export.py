@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -23,10 +25,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from sqlalchemy import Engine, insert
+from sqlalchemy.exc import SQLAlchemyError
 
 import labeling
-from db.engine import snapshot_connection, write_session
+from db.engine import write_session
 from db.models import Export, utcnow
+from labeling.export_parallel import iter_tables_parallel
 from labeling.export_rows import (
     LONG_COLUMNS,
     ExportError,
@@ -39,13 +43,15 @@ from labeling.export_rows import (
     work_conditions,
 )
 from labeling.gold_table import CHUNK, GoldChunk, iter_tables
+from labeling.label_summary import store as store_summaries
 from labeling.schema import Schema
 
 __all__ = ["FORMATS", "ExportError", "ExportFilters", "ExportPreview", "ExportResult",
            "export_gold", "long_path", "manifest_path", "preview"]  # fmt: skip
 
+log = logging.getLogger(__name__)
 FORMATS = ("csv", "jsonl", "parquet")
-ROW_GROUP = 65_536
+ROW_GROUP = 16_384
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _FORMULA_FIRST = pa.array(FORMULA_START, pa.string())
 # Strings always quoted, nulls empty: an empty text and a missing value stay different.
@@ -219,7 +225,9 @@ class _Writer:
         table = pa.concat_tables(self._pending)
         while table.num_rows >= ROW_GROUP or (final and table.num_rows):
             size = min(ROW_GROUP, table.num_rows)
-            self._pq.write_table(table.slice(0, size), row_group_size=size)
+            # One contiguous table per group: the encoder's pages follow chunk boundaries
+            # (dictionary columns especially), so the bytes would depend on the chunking.
+            self._pq.write_table(table.slice(0, size).combine_chunks(), row_group_size=size)
             table = table.slice(size)
         self._pending = [table] if table.num_rows else []
         self._pending_rows = table.num_rows
@@ -269,7 +277,7 @@ def _check(fmt: str, schema: Schema, filters: ExportFilters) -> None:
 def export_gold(
     engine: Engine, schema: Schema, out: str | Path, *, fmt: str,
     filters: ExportFilters | None = None, long: bool = False, pseudonymize: bool = False,
-    user_id: int | None = None, chunk_size: int = CHUNK,
+    user_id: int | None = None, chunk_size: int = CHUNK, processes: int | None = None,
 ) -> ExportResult:
     """Write a gold set, its manifest (and optionally the labels file), and record the export.
 
@@ -284,6 +292,7 @@ def export_gold(
         pseudonymize: replace annotator and lead names by stable pseudonyms.
         user_id: who exported (kept in the exports table).
         chunk_size: works read and built per step (memory; the files do not depend on it).
+        processes: worker processes building chunks (None: min(2, CPU count); 1: none).
 
     Returns:
         Paths, row counts, counts per status and sha256 of what was written.
@@ -299,14 +308,18 @@ def export_gold(
     side = _Writer(lpath, fmt, arrow_schema(LONG_COLUMNS)) if lpath is not None else None
     counts: Counter[str] = Counter()
     try:
-        with snapshot_connection(engine, scan=True) as conn:
-            for chunk in iter_tables(conn, schema, filters, pseudonymize=pseudonymize,
-                                     chunk_size=chunk_size, with_labels=long):  # fmt: skip
+        # Chunks come from worker processes sharing one snapshot (one process when small).
+        with closing(iter_tables_parallel(engine, schema, filters, pseudonymize=pseudonymize,
+                                          with_labels=long, processes=processes,
+                                          chunk_size=chunk_size)) as chunks:  # fmt: skip
+            for chunk in chunks:
                 main.write(chunk.table)
                 for entry in pc.value_counts(chunk.table["status"]).to_pylist():
                     counts[entry["values"]] += entry["counts"]
                 if side is not None:
                     side.write_rows(chunk.labels)
+                if chunk.stale is not None:
+                    _store_summaries(engine, chunk.stale)
         digest = main.close()
         long_digest = side.close() if side is not None else None
     except BaseException:
@@ -323,6 +336,15 @@ def export_gold(
     _write_manifest(result, schema, filters, columns, pseudonymize)
     result.export_id = _record(engine, result, filters, long, pseudonymize, user_id)
     return result
+
+
+def _store_summaries(engine: Engine, summaries: pa.Table) -> None:
+    """Keep the label summaries a chunk had to recompute (labels written without them: an
+    older database, a bulk load), so the next export reads them instead."""
+    try:
+        store_summaries(engine, summaries)
+    except SQLAlchemyError as exc:  # the files are right either way; the next export retries
+        log.warning("label summaries of %d works not stored: %s", summaries.num_rows, exc)
 
 
 def _write_manifest(

@@ -1,8 +1,9 @@
-"""The label side of a gold-set chunk: current labels, their counts, agreement and times.
+"""The label side of a gold-set chunk: current labels as Arrow columns, and the long rows.
 
 Labels are read once per chunk of works as plain columns; the current ones (the latest
-version of each annotator in each campaign, unless that is a skip) are picked by Arrow, the
-answers parsed once per distinct answers text, and everything per work is an Arrow group-by.
+version of each annotator in each campaign, unless that is a skip) are picked by Arrow and
+the answers parsed once per distinct answers text (labeling.label_summary turns them into
+per-work counts, agreement and times).
 SQL does no more than read: extra work per row in the database (subqueries, JSON, text
 concatenation) costs more than all of this.
 """
@@ -21,8 +22,6 @@ from sqlalchemy import Connection, Integer, Text, cast, func, select
 from db.models import Label
 from labeling.export_rows import long_rows
 from labeling.schema import Question
-
-_NO_NAMES = pa.scalar([], type=pa.list_(pa.string()))
 
 
 def by_distinct(
@@ -81,12 +80,28 @@ def _iso(column: Any, dialect: str) -> Any:
     return cast(column, Text)
 
 
-def _iso_sqlite(stamps: pa.Array) -> pa.Array:
-    """SQLite's naive UTC 'YYYY-MM-DD HH:MM:SS[.ffffff]' as ISO 8601 with microseconds."""
+def iso_times(stamps: pa.Array, dialect: str) -> pa.Array:
+    """The times read by label_query as ISO 8601 UTC with microseconds: SQLite's naive UTC
+    'YYYY-MM-DD HH:MM:SS[.ffffff]' is rewritten, PostgreSQL's are already so."""
+    if dialect == "postgresql":
+        return stamps
     whole = pc.equal(pc.utf8_length(stamps), 19)  # written without a fraction
     full = pc.if_else(whole, pc.binary_join_element_wise(stamps, ".000000", ""), stamps)
     iso = pc.replace_substring(full, " ", "T", max_replacements=1)
     return pc.binary_join_element_wise(iso, "+00:00", "")
+
+
+def label_query(dialect: str, campaign_id: int | None) -> Any:
+    """Labels as plain columns: work, campaign, annotator, version, skipped (0/1), time
+    (see iso_times), model version shown, answers as JSON text."""
+    query = select(
+        Label.work_id, Label.campaign_id, Label.user_id, Label.version,
+        cast(Label.skipped, Integer), _iso(Label.created_at, dialect), Label.model_version,
+        cast(Label.answers, Text),
+    )  # fmt: skip
+    if campaign_id is not None:
+        query = query.where(Label.campaign_id == campaign_id)
+    return query
 
 
 def current_labels(
@@ -97,14 +112,8 @@ def current_labels(
     chunk), t (ISO time), c (campaign), u (annotator), mv (model version shown) and k<i>
     (the answer to question i as canonical JSON text, null when unanswered)."""
     dialect = conn.dialect.name
-    query = (
-        select(Label.work_id, Label.campaign_id, Label.user_id, Label.version,
-               cast(Label.skipped, Integer), _iso(Label.created_at, dialect), Label.model_version,
-               cast(Label.answers, Text))
-        .where(Label.work_id >= ids[0].as_py(), Label.work_id <= ids[-1].as_py())
-    )  # fmt: skip
-    if campaign_id is not None:
-        query = query.where(Label.campaign_id == campaign_id)
+    query = label_query(dialect, campaign_id).where(
+        Label.work_id >= ids[0].as_py(), Label.work_id <= ids[-1].as_py())  # fmt: skip
     types = (pa.string(), pa.int64(), pa.int64(), pa.int64(), pa.int64(), pa.string(),
              pa.string(), pa.string())  # fmt: skip
     table = pa.table(
@@ -119,8 +128,7 @@ def current_labels(
         followed = pc.and_(pc.and_(same[0], same[1]), same[2])
         last = pa.concat_arrays([pc.invert(followed).combine_chunks(), pa.array([True])])
         table = table.filter(pc.and_(last, pc.equal(pc.fill_null(table["skipped"], 0), 0)))
-    if dialect != "postgresql":
-        table = table.set_column(5, "t", _iso_sqlite(table["t"].combine_chunks()))
+    table = table.set_column(5, "t", iso_times(table["t"].combine_chunks(), dialect))
     table = table.append_column("w", pc.index_in(table["work"], value_set=ids))
     table = table.filter(pc.is_valid(table["w"]))
 
@@ -143,77 +151,6 @@ def scatter(values: pa.Array, at: np.ndarray, n: int) -> pa.Array:
     where = np.full(n, -1, dtype=np.int64)
     where[at] = np.arange(len(at))
     return values.take(pa.array(where, mask=where < 0))
-
-
-def label_stats(
-    labels: pa.Table, n: int, n_questions: int, user_ids: pa.Array, user_names: pa.Array
-) -> dict[str, Any]:
-    """n_labels, annotators (sorted display names), agreement, first and last label time."""
-    stats = labels.group_by("w", use_threads=False).aggregate(
-        [("t", "min"), ("t", "max"), ("t", "count")])  # fmt: skip
-    at = stats["w"].to_numpy()
-    counts = np.zeros(n, dtype=np.int64)
-    counts[at] = stats["t_count"].to_numpy()
-    names = pa.table({"w": labels["w"],
-                      "name": user_names.take(pc.index_in(labels["u"], value_set=user_ids))})
-    names = names.sort_by([("w", "ascending"), ("name", "ascending")])
-    if names.num_rows > 1:  # one entry per (work, name)
-        m = names.num_rows
-        repeat = pc.and_(pc.equal(names["w"].slice(1), names["w"].slice(0, m - 1)),
-                         pc.equal(names["name"].slice(1), names["name"].slice(0, m - 1)))
-        keep = pa.concat_arrays([pa.array([True]), pc.invert(repeat).combine_chunks()])
-        names = names.filter(pc.fill_null(keep, True))
-    lists = names.group_by("w", use_threads=False).aggregate([("name", "list")])
-    annotators = scatter(lists["name_list"].combine_chunks(), lists["w"].to_numpy(), n)
-    return {
-        "n_labels": pa.array(counts), "annotators": pc.fill_null(annotators, _NO_NAMES),
-        "agreement": agreement(labels, n, n_questions),
-        "first_labelled_at": scatter(stats["t_min"].combine_chunks(), at, n),
-        "last_labelled_at": scatter(stats["t_max"].combine_chunks(), at, n),
-    }  # fmt: skip
-
-
-def agreement(labels: pa.Table, n: int, n_questions: int) -> pa.Array:
-    """Per work, the mean over questions of the share of annotator pairs answering alike.
-
-    For a question answered by m labels, with c_v of them giving answer v, the share of
-    agreeing pairs is sum_v c_v(c_v - 1)/2 over m(m - 1)/2; questions answered fewer than
-    twice do not count; a work with no such question gets null.
-    """
-    total, counted = np.zeros(n), np.zeros(n, dtype=np.int64)
-    for i in range(n_questions):
-        key = f"k{i}"
-        answered = labels.select(["w", key]).filter(pc.is_valid(labels[key]))
-        if not answered.num_rows:
-            continue
-        same = answered.group_by(["w", key], use_threads=False).aggregate([(key, "count")])
-        c = same[f"{key}_count"].to_numpy().astype(np.float64)
-        per_work = pa.table({"w": same["w"], "pairs": c * (c - 1) / 2, "m": c}).group_by(
-            "w", use_threads=False).aggregate([("pairs", "sum"), ("m", "sum")])  # fmt: skip
-        at, m = per_work["w"].to_numpy(), per_work["m_sum"].to_numpy()
-        ok = m >= 2
-        total[at[ok]] += per_work["pairs_sum"].to_numpy()[ok] / (m[ok] * (m[ok] - 1) / 2)
-        counted[at[ok]] += 1
-    has = counted > 0
-    mean = np.round(np.divide(total, counted, out=np.zeros(n), where=has), 6)
-    return pa.array(mean, pa.float64(), mask=~has)
-
-
-def labelled_versions(labels: pa.Table, current: pa.Array) -> pa.Array:
-    """The model version recorded with each work's most recent stamped label, where it
-    differs from the work's current version (null elsewhere: the current one applies)."""
-    n = len(current)
-    stamped = labels.filter(pc.is_valid(labels["mv"]))
-    differs = pc.fill_null(pc.not_equal(stamped["mv"], current.take(stamped["w"])), True)
-    if not pc.any(differs).as_py():  # the usual case: every label saw the current version
-        return pa.nulls(n, pa.string())
-    # Only works with a label under another version need the newest label found.
-    works = pc.unique(stamped.filter(differs)["w"])
-    stamped = stamped.filter(pc.is_in(stamped["w"], value_set=works))
-    ordered = stamped.sort_by([("w", "ascending"), ("t", "ascending"), ("c", "ascending"),
-                               ("u", "ascending")])  # fmt: skip
-    newest = ordered.group_by("w", use_threads=False).aggregate([("mv", "last")])
-    return scatter(newest["mv_last"].combine_chunks(), newest["w"].to_numpy(), n)
 
 
 def long_labels(

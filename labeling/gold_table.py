@@ -11,7 +11,7 @@ or computed under another schema) or from `predictions` (labelled under an older
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +33,8 @@ from labeling.export_rows import (
     wide_columns,
     work_conditions,
 )
-from labeling.gold_labels import (
-    by_distinct,
-    current_labels,
-    label_stats,
-    labelled_versions,
-    long_labels,
-)
+from labeling.gold_labels import by_distinct, current_labels, long_labels
+from labeling.label_summary import label_columns, stored, summarise
 from labeling.machine_columns import (
     SCORE_COLUMNS,
     SCORE_FROM_WORK,
@@ -52,7 +47,7 @@ from labeling.machine_columns import (
 )
 from labeling.schema import Question, Schema
 
-CHUNK = 20_000
+CHUNK = 2_500
 _ANSWER = {"multi": as_list, "single": as_text, "binary": as_text}
 _VALIDATION = ("validation_method", "validation_rule", "validation_campaign", "validated_by",
                "validated_via")  # fmt: skip
@@ -64,15 +59,16 @@ class GoldChunk:
 
     table: pa.Table
     labels: list[dict[str, Any]] = field(default_factory=list)
+    # Summaries the chunk recomputed because the stored ones were stale (see label_summary).
+    stale: pa.Table | None = None
 
 
 @dataclass
 class _Context:
     """What every chunk needs: questions, names, campaigns, machine plan, scope."""
 
+    schema: Schema
     questions: list[Question]
-    user_ids: pa.Array
-    user_names: pa.Array
     names: dict[int, str | None]
     campaigns: dict[int, Any]
     sample_ids: list[int]
@@ -88,6 +84,7 @@ class _Context:
 def iter_tables(
     conn: Connection, schema: Schema, filters: ExportFilters, *, pseudonymize: bool = False,
     chunk_size: int = CHUNK, with_labels: bool = False,
+    id_range: tuple[str | None, str | None] = (None, None),
 ) -> Iterator[GoldChunk]:
     """Stream the gold set in chunks of works ordered by id, inside the caller's transaction.
 
@@ -98,6 +95,7 @@ def iter_tables(
         pseudonymize: replace annotator and lead names by stable pseudonyms.
         chunk_size: works per chunk.
         with_labels: also return each chunk's current labels (for the long file).
+        id_range: only works with lo <= id < hi (None: unbounded), for a share of the export.
     """
     ctx = _context(conn, schema, filters, pseudonymize)
     query = select(
@@ -105,9 +103,22 @@ def iter_tables(
         cast(Work.final_answers, Text), Work.validated_via, Work.model_version,
         Work.machine_hash, Work.machine, *(getattr(Work, c) for c in SCORE_FROM_WORK.values()),
     ).where(*work_conditions(filters, ctx.campaign_id)).order_by(Work.id)  # fmt: skip
-    result = conn.execution_options(stream_results=True, yield_per=chunk_size).execute(query)
+    lo, hi = id_range
+    if lo is not None:
+        query = query.where(Work.id >= lo)
+    if hi is not None:
+        query = query.where(Work.id < hi)
+    if conn.dialect.name == "sqlite":
+        # SQLite's cursor steps through the result on demand, so rows can come straight from
+        # it: every column here is a plain value that needs no result processing, and
+        # SQLAlchemy's row objects would cost about a second per million rows.
+        result = conn.execute(query)
+        parts: Iterable[Any] = iter(lambda: result.cursor.fetchmany(chunk_size), [])
+    else:  # a server-side cursor, which SQLAlchemy reads ahead of us
+        result = conn.execution_options(stream_results=True, yield_per=chunk_size).execute(query)
+        parts = result.partitions(chunk_size)
     try:
-        for part in result.partitions(chunk_size):
+        for part in parts:
             yield _chunk(conn, ctx, part, with_labels)
     finally:
         result.close()
@@ -132,8 +143,8 @@ def _context(conn: Connection, schema: Schema, filters: ExportFilters, pseudo: b
                if c not in SCORE_FROM_WORK]  # fmt: skip
     human = ["status", *(f"human_{q.name}" for q in questions), *_VALIDATION]
     return _Context(
-        questions, pa.array(list(names), pa.int64()), pa.array(list(names.values()), pa.string()),
-        names, campaigns, sample_ids, campaign_id, pseudonymizer, plan, machine_hash(schema),
+        schema, questions, names, campaigns, sample_ids, campaign_id, pseudonymizer, plan,
+        machine_hash(schema),
         wide, {c: wide.field(c).type for c in human}, {c: wide.field(c).type for c in machine},
     )  # fmt: skip
 
@@ -147,24 +158,30 @@ def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> Gol
      *scores) = (list(c) for c in zip(*rows, strict=True))  # fmt: skip
     n = len(ids)
     id_arr = pa.array(ids, pa.string())
-    labels = current_labels(conn, ctx.questions, ctx.campaign_id, id_arr)
     current = pa.array(versions, pa.string())
-    shown = pc.coalesce(labelled_versions(labels, current), current)
+    stale = None
+    if ctx.campaign_id is None:  # the stored summaries cover every campaign's labels
+        summaries, stale = stored(conn, ctx.schema, id_arr)
+    else:
+        labels = current_labels(conn, ctx.schema.questions, ctx.campaign_id, id_arr)
+        summaries = summarise(labels, n, len(ctx.schema.questions), ctx.schema.hash)
+    label_cols = label_columns(summaries, current, ctx.questions, ctx.schema, ctx.names)
+    shown = label_cols["model_version"]
     _recompute(conn, ctx, ids, machines, hashes, scores, shown, current)
     cols: dict[str, Any] = {"work_id": id_arr, "doi": pa.array(dois, pa.string()),
                             "title": pa.array(titles, pa.string()),
                             "year": pa.array(years, pa.int64()),
-                            "model_version": shown, "model_version_current": current}  # fmt: skip
+                            "model_version_current": current}  # fmt: skip
+    cols.update(label_cols)
     cols.update(by_distinct(lambda *v: _human(ctx, *v), ctx.human_types, statuses, finals, vias))
     cols.update(by_distinct(lambda t: _stored_machine(ctx, t), ctx.machine_types, machines))
-    cols.update(label_stats(labels, n, len(ctx.questions), ctx.user_ids, ctx.user_names))
     for k, col in enumerate(SCORE_FROM_WORK):
         cols[col] = pa.array(scores[k], pa.float64())
     cols.update(_samples(conn, ctx, ids, vias))
     table = pa.table({f.name: cols[f.name] for f in ctx.schema_arrow}, schema=ctx.schema_arrow)
     long = (long_labels(conn, ctx.questions, ctx.campaigns, ctx.names, ctx.campaign_id, ids)
             if with_labels else [])  # fmt: skip
-    return GoldChunk(table, long)
+    return GoldChunk(table, long, stale)
 
 
 def _human(ctx: _Context, status: str, final: str | None, via: str | None) -> dict[str, Any]:

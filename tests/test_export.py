@@ -409,3 +409,20 @@ def test_export_page_filters_and_annotator_refused(page_env: str) -> None:
     refused = _page_as(page_env, "annotator")
     assert refused.error and "do not have access" in refused.error[0].value
     assert not refused.title
+
+
+def test_parquet_bytes_do_not_depend_on_chunk_boundaries(tmp_path: Path) -> None:
+    """Long unique texts fill data pages; the writer's pages must not follow the chunks."""
+    import pyarrow as pa
+
+    from labeling.export import _Writer
+
+    n = 150_000
+    table = pa.table({"title": [f"A study of thing number {i} " * 3 for i in range(n)]})
+    digests = set()
+    for size in (20_000, 7_777, n):
+        writer = _Writer(tmp_path / f"t{size}.parquet", "parquet", table.schema)
+        for start in range(0, n, size):
+            writer.write(table.slice(start, size))
+        digests.add(writer.close())
+    assert len(digests) == 1

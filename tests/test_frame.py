@@ -18,7 +18,8 @@ from db.models import (
     User,
     Work,
 )
-from labeling.frame import FrameReadError, import_frame, prediction_history
+from labeling.frame import FrameReadError, import_frame
+from labeling.frame_store import prediction_history
 from labeling.record import check_record
 from tests.conftest import make_record, write_jsonl
 
@@ -236,7 +237,7 @@ def test_migrations_reach_head_on_both_engines(engine):
     from db.engine import alembic_config, current_revision
 
     head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
-    assert head == "0004_export_machine_columns"
+    assert head == "0005_label_summaries"
     assert current_revision(engine) == head
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 0

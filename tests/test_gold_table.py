@@ -49,6 +49,11 @@ def _submit(engine: Engine, schema: Schema, cid: int, uid: int, wid: str, answer
 @pytest.fixture
 def varied(engine: Engine, schema: Schema, seed_record: dict, tmp_path: Path) -> Engine:
     """Eight works, three annotators with overlap 3, an edit, a skip, partial agreement."""
+    return build_varied(engine, schema, seed_record, tmp_path)
+
+
+def build_varied(engine: Engine, schema: Schema, seed_record: dict, tmp_path: Path) -> Engine:
+    """The `varied` database (also used by other test modules)."""
     frame = write_jsonl(tmp_path / "f.jsonl", [make_record(seed_record, w) for w in IDS])
     import_frame(engine, frame, schema)
     users = [add_user(engine, name) for name in ("zed", "amy", "=bob")]
