@@ -335,10 +335,10 @@ class Label(Base):
 class LabelSummary(Base):
     """A work's current labels in brief, as the export reports them; derived from labels.
 
-    Rewritten in the transaction that adds a label to the work. It is a cache: the export
-    trusts a row only when label_rows equals the work's number of label rows (labels are
-    only ever added, so the same count means the same labels) and it was made under the
-    current schema, and recomputes it from the labels otherwise.
+    A cache the export fills (labeling/label_summary.py): it trusts a row only when
+    label_rows equals the work's number of label rows (labels are only ever added, so the
+    same count means the same labels) and it was made under the current schema, and
+    otherwise recomputes it from the labels and stores it again.
     """
 
     __tablename__ = "label_summaries"

@@ -44,10 +44,14 @@ def register(main: click.Group) -> None:
               help="Replace annotator and lead names by stable pseudonyms.")
 @click.option("--user", "user_name", help="Record this user as the exporter.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--processes", type=click.IntRange(min=1),
+              help="Worker processes for a large export (default: LABELING_EXPORT_PROCESSES, "
+                   "else 2; 1 = none, less memory).")
 @click.pass_obj
 def export(obj: Any, fmt: str, out: Path, status: str, campaign: str | None,
            questions: str | None, since: datetime | None, until: datetime | None, long_: bool,
-           pseudonymize: bool, user_name: str | None, as_json: bool) -> None:  # fmt: skip
+           pseudonymize: bool, user_name: str | None, as_json: bool,
+           processes: int | None) -> None:  # fmt: skip
     """Export a gold set (one row per work) with its manifest; deterministic for a DB state."""
     from sqlalchemy import select
 
@@ -72,7 +76,8 @@ def export(obj: Any, fmt: str, out: Path, status: str, campaign: str | None,
             _fail(f"no user named {user_name!r}")
     try:
         result = export_gold(engine, schema, out, fmt=fmt, filters=filters, long=long_,
-                             pseudonymize=pseudonymize, user_id=user_id)  # fmt: skip
+                             pseudonymize=pseudonymize, user_id=user_id,
+                             processes=processes or obj.settings.export_processes)  # fmt: skip
     except ExportError as exc:
         _fail(str(exc))
     except WorkerError as exc:  # a database or disk error inside a worker process

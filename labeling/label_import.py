@@ -18,7 +18,6 @@ from sqlalchemy import Engine, bindparam, select
 from db.engine import read_session, write_session
 from db.models import Campaign, ImportRun, Label, User, Work, utcnow
 from labeling.campaigns import MANUAL, add_items, find_campaign, get_or_create_campaign
-from labeling.label_summary import refresh as refresh_summaries
 from labeling.labels import LabelError, _latest, _record  # the version writer submits use
 from labeling.schema import Schema
 from labeling.users import UserError, clean_name
@@ -293,7 +292,6 @@ def import_labels(
                 touched.append(wid)
             for wid in dict.fromkeys(touched):
                 reevaluate_work(session, wid, camp, schema, None)
-            refresh_summaries(session.connection(), schema, touched)
     with write_session(engine) as session:
         session.add(ImportRun(kind="labels", path=str(path), summary=summary.as_dict(),
                               started_at=started, finished_at=utcnow()))

@@ -2,33 +2,32 @@
 
 The gold set's label columns (n_labels, annotators, agreement, first and last label time,
 the model version shown) depend only on a work's current labels. Reading two million labels
-costs more than the rest of a million-row export, so each work's summary is kept in
-label_summaries: rewritten in the transaction that adds a label (labels.py, label_import.py)
-and, for works found stale by an export, right after it.
+costs more than the rest of a million-row export, so the export keeps each work's summary
+in label_summaries, a cache it fills itself: labelling never waits for it.
 
 A stored summary is trusted only when it covers every label row of its work and was made
 under the current schema. Labels are only ever added, so for a range of works, equal
 totals of stored and actual label rows mean every summary in it is current; otherwise the
-per-work counts find the stale ones, which are recomputed from the labels the same way.
+per-work counts find the stale ones (works labelled since the last export), which are
+recomputed from the labels the same way, used, and stored for the next export.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from itertools import islice
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection, Engine, delete, func, insert, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from db.engine import write_connection
-from db.models import Label, LabelSummary, Work
+from db.models import Label, LabelSummary
 from labeling.gold_labels import (
     by_distinct,
     current_labels,
@@ -40,10 +39,10 @@ from labeling.gold_labels import (
 from labeling.schema import Question, Schema
 
 SUMMARY_COLUMNS = ("summary", "first_at", "last_at", "model_version")
-REFRESH_BATCH = 20_000
 STORE_BATCH = 2_000
 # Below this many works a summary is computed in plain Python: Arrow's per-call overhead
-# (group-bys especially) would cost a submit milliseconds for one work's few labels.
+# (group-bys especially) costs more than a few works' labels (a chunk in which only some
+# works were labelled since the last export).
 SMALL = 64
 _NO_NAMES = pa.scalar([], type=pa.list_(pa.string()))
 
@@ -259,54 +258,3 @@ def store(engine: Engine, summaries: pa.Table) -> None:
             conn.execute(upsert, batch.to_pylist())
         if dialect == "sqlite":  # an export stores many: keep its pages out of the cache
             conn.exec_driver_sql("PRAGMA shrink_memory")
-
-
-def refresh(conn: Connection, schema: Schema, work_ids: Sequence[str]) -> None:
-    """Rewrite the summaries of some works from their labels, inside the caller's write
-    transaction (on PostgreSQL their works rows are locked first, as a submit locks its
-    work before summarising, so the two cannot overwrite each other with older states)."""
-    ids = sorted(set(work_ids))
-    for start in range(0, len(ids), REFRESH_BATCH):
-        part = ids[start : start + REFRESH_BATCH]
-        if conn.dialect.name == "postgresql":
-            conn.execute(select(Work.id).where(Work.id.in_(part)).order_by(Work.id)
-                         .with_for_update()).all()  # fmt: skip
-        rows = dict(conn.execute(select(Label.work_id, func.count()).where(
-            Label.work_id.in_(part)).group_by(Label.work_id)).all())  # fmt: skip
-        conn.execute(delete(LabelSummary).where(LabelSummary.work_id.in_(part)))
-        labelled = [w for w in part if rows.get(w)]
-        if not labelled:
-            continue
-        summary = fresh(conn, schema, pa.array(labelled, pa.string()))
-        values = {c: summary[c].to_pylist() for c in SUMMARY_COLUMNS}
-        conn.execute(insert(LabelSummary), [
-            {"work_id": w, "label_rows": rows[w], **{c: values[c][k] for c in SUMMARY_COLUMNS}}
-            for k, w in enumerate(labelled)
-        ])  # fmt: skip
-
-
-def refresh_works(engine: Engine, schema: Schema, work_ids: Iterable[str]) -> int:
-    """Rewrite the summaries of works (e.g. those an export found stale), in write
-    transactions of REFRESH_BATCH works taken in the order given (sorted is fastest);
-    returns how many were summarised.
-
-    Args:
-        engine: the database.
-        schema: the label schema.
-        work_ids: the works (any iterable: it is read one batch at a time).
-    """
-    done = 0
-    pending = iter(work_ids)
-    while batch := list(islice(pending, REFRESH_BATCH)):
-        with write_connection(engine) as conn:
-            refresh(conn, schema, batch)
-        done += len(batch)
-    return done
-
-
-def unsummarised_works(engine: Engine) -> list[str]:
-    """Works with label rows but no stored summary, in id order."""
-    have = select(LabelSummary.work_id).where(LabelSummary.work_id == Label.work_id)
-    with engine.connect() as conn:
-        return list(conn.execute(select(Label.work_id).distinct().where(~have.exists())
-                                 .order_by(Label.work_id)).scalars())  # fmt: skip

@@ -23,7 +23,6 @@ from db.models import (
     Work,
     utcnow,
 )
-from labeling.label_summary import refresh as refresh_summaries
 from labeling.schema import Schema
 from labeling.storage import storage_errors
 from labeling.validation import (
@@ -152,10 +151,8 @@ def _record(
     conn.execute(_UNLEASE, params)
     status = None
     if evaluate and schema is not None:
-        # Re-evaluating locks the work row (PostgreSQL), so its summary sees every label.
         verdict = reevaluate_work(session, work_id, camp, schema, user_id)
         status = verdict.status if verdict is not None else STATUS_VALIDATED
-        refresh_summaries(conn, schema, [work_id])
     return label_id, version, status
 
 

@@ -61,6 +61,13 @@ class Settings(BaseSettings):
     import_batch_size: int = Field(
         default=5_000, description="Records per transaction when importing a frame."
     )
+    export_processes: int | None = Field(
+        default=None, ge=1,
+        description=(
+            "Worker processes that build a large gold-set export (unset: 2, or 1 on a one-core"
+            " machine; 1: none, less memory and slower)."
+        ),
+    )
     sso_provider: str = Field(
         default="",
         description=(

@@ -19,6 +19,7 @@ from labeling.export import (
     manifest_path,
     preview,
 )
+from labeling.settings import get_settings
 from pages._guard import engine, require, schema
 
 user = require("export")
@@ -65,7 +66,8 @@ def _build() -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / f"gold.{fmt}"
         export_gold(engine(), sch, out, fmt=fmt, filters=filters, long=long_,
-                    pseudonymize=pseudo, user_id=user.id)  # fmt: skip
+                    pseudonymize=pseudo, user_id=user.id,
+                    processes=get_settings().export_processes)  # fmt: skip
         buf = Path(tmp) / "gold.zip"
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
             for path in (out, manifest_path(out), long_path(out, fmt)):

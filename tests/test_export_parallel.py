@@ -278,3 +278,38 @@ def test_bad_snapshot_token_is_refused(engine: Engine) -> None:
     with pytest.raises(DBAPIError, match="invalid snapshot"):  # well-formed, unknown
         with shared_snapshot(engine, join="00000003-0000FFFF-1"):
             pass
+
+
+def test_cli_processes_flag_and_setting(
+    many: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    """--processes, else LABELING_EXPORT_PROCESSES, reaches the export; a bad value is
+    refused before anything is written."""
+    from click.testing import CliRunner
+
+    from labeling.cli import main
+
+    seen: list[Any] = []
+    real = export_parallel.iter_tables_parallel
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        seen.append(kw["processes"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr("labeling.export.iter_tables_parallel", spy)
+    monkeypatch.setenv("LABELING_DB_URL", many.url.render_as_string(hide_password=False))
+    monkeypatch.setenv("LABELING_EXPORT_PROCESSES", "3")
+    from labeling.settings import get_settings
+
+    get_settings.cache_clear()
+    request.addfinalizer(get_settings.cache_clear)  # no settings of this test outlive it
+    runner = CliRunner()
+    out = tmp_path / "g.csv"
+    for extra, want in (([], 3), (["--processes", "1"], 1)):
+        result = runner.invoke(main, ["export", "--format", "csv", "--out", str(out), *extra])
+        assert result.exit_code == 0, result.output
+        assert seen[-1] == want
+    bad = runner.invoke(main, ["export", "--format", "csv", "--out", str(tmp_path / "x.csv"),
+                               "--processes", "0"])  # fmt: skip
+    assert bad.exit_code == 2 and "0" in bad.output and not (tmp_path / "x.csv").exists()

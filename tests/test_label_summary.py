@@ -1,4 +1,4 @@
-"""Stored label summaries: kept current by every label write, and never trusted when stale."""
+"""Label summaries: stored by exports, never trusted when stale, the same bytes either way."""
 
 from __future__ import annotations
 
@@ -13,14 +13,8 @@ from sqlalchemy import Engine, delete, func, select, update
 from db.engine import snapshot_connection, write_session
 from db.models import Label, LabelSummary, User
 from labeling.export import ExportFilters, export_gold
-from labeling.label_import import import_labels
-from labeling.label_summary import (
-    SUMMARY_COLUMNS,
-    fresh,
-    refresh_works,
-    stored,
-    unsummarised_works,
-)
+from labeling.label_summary import SUMMARY_COLUMNS, fresh, stored
+from labeling.labels import edit_label
 from labeling.schema import Schema
 from tests.factories import add_user
 from tests.test_gold_table import IDS, V1, _reference, _rows, build_varied
@@ -32,6 +26,15 @@ ALL = pa.array(IDS, pa.string())
 def varied(engine: Engine, schema: Schema, seed_record: dict, tmp_path: Path) -> Engine:
     """Eight works, three annotators, edits, skips and partial agreement (test_gold_table)."""
     return build_varied(engine, schema, seed_record, tmp_path)
+
+
+@pytest.fixture
+def summarised(varied: Engine, schema: Schema, tmp_path: Path) -> Engine:
+    """The varied database after one export, which stored every work's summary."""
+    export_gold(varied, schema, tmp_path / "first.parquet", fmt="parquet",
+                filters=ExportFilters(status="all"))  # fmt: skip
+    assert len(_stored_rows(varied)) == len(IDS)
+    return varied
 
 
 def _stored_rows(engine: Engine) -> dict[str, tuple]:
@@ -59,88 +62,82 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_submits_edits_and_skips_keep_summaries_current(varied: Engine, schema: Schema) -> None:
+def test_exports_store_summaries_and_labelling_only_makes_them_stale(
+    varied: Engine, schema: Schema, tmp_path: Path
+) -> None:
+    """Labelling writes no summary; an export stores them all, and after a further edit
+    the next export finds exactly that work stale and stores its new summary."""
+    assert _stored_rows(varied) == {}
+    _rows(varied, schema, tmp_path / "a.jsonl")
     _check_current(varied, schema)
     summaries = _stored_rows(varied)
     assert set(summaries) == set(IDS)
     # W03's second annotator turned their label into a skip: two current labels remain.
     assert '"n":2' in summaries["W03"][1]
+    with write_session(varied) as session:
+        uid = session.execute(select(User.id).where(User.name == "amy")).scalar_one()
+        cid = session.execute(select(Label.campaign_id).limit(1)).scalar_one()
+    edit_label(varied, campaign_id=cid, work_id="W06", user_id=uid, answers={}, skipped=True,
+               skip_reason="other", schema_hash=schema.hash, scores_visible=True,
+               model_version=V1, time_on_item_ms=5, submission_id="late-skip",
+               schema=schema)  # fmt: skip
+    with snapshot_connection(varied) as conn:
+        redone = stored(conn, schema, ALL)[1]
+    assert redone is not None and redone["work_id"].to_pylist() == ["W06"]
+    rows = _rows(varied, schema, tmp_path / "b.jsonl")
+    assert rows["W06"]["n_labels"] == _reference(varied, schema)["W06"]["n_labels"] == 2
+    _check_current(varied, schema)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_export_is_the_same_with_stored_or_recomputed_summaries(
-    varied: Engine, schema: Schema, tmp_path: Path, fmt: str
+    summarised: Engine, schema: Schema, tmp_path: Path, fmt: str
 ) -> None:
     filters = ExportFilters(status="all")
-    with_stored = export_gold(varied, schema, tmp_path / f"a.{fmt}", fmt=fmt, filters=filters)
-    before = _stored_rows(varied)
-    with write_session(varied) as session:
+    with_stored = export_gold(summarised, schema, tmp_path / f"a.{fmt}", fmt=fmt, filters=filters)
+    before = _stored_rows(summarised)
+    with write_session(summarised) as session:
         session.execute(delete(LabelSummary))
-    recomputed = export_gold(varied, schema, tmp_path / f"b.{fmt}", fmt=fmt, filters=filters)
+    recomputed = export_gold(summarised, schema, tmp_path / f"b.{fmt}", fmt=fmt, filters=filters)
     assert recomputed.sha256 == with_stored.sha256
     assert _sha(tmp_path / f"a.{fmt}") == _sha(tmp_path / f"b.{fmt}")
     # The export stored what it had to recompute.
-    assert _stored_rows(varied) == before
+    assert _stored_rows(summarised) == before
 
 
-def test_a_label_written_behind_the_summaries_back_is_seen(
-    varied: Engine, schema: Schema, tmp_path: Path
+def test_a_label_row_written_directly_is_seen(
+    summarised: Engine, schema: Schema, tmp_path: Path
 ) -> None:
     """A label row the summaries do not count makes the export read that work's labels."""
-    extra = add_user(varied, "late")
-    with write_session(varied) as session:
+    extra = add_user(summarised, "late")
+    with write_session(summarised) as session:
         cid = session.execute(select(Label.campaign_id).limit(1)).scalar_one()
         answers = session.execute(select(Label.answers).where(
             Label.work_id == "W05", Label.skipped.is_(False)).limit(1)).scalar_one()  # fmt: skip
         session.add(Label(campaign_id=cid, work_id="W05", user_id=extra, version=1,
                           answers=answers, model_version=V1))  # fmt: skip
-    with snapshot_connection(varied) as conn:
+    with snapshot_connection(summarised) as conn:
         redone = stored(conn, schema, ALL)[1]
     assert redone is not None and redone["work_id"].to_pylist() == ["W05"]
-    assert redone["label_rows"].to_pylist() == [_label_count(varied, "W05")]
-    rows = _rows(varied, schema, tmp_path / "g.jsonl")
-    expected = _reference(varied, schema)
+    assert redone["label_rows"].to_pylist() == [_label_count(summarised, "W05")]
+    rows = _rows(summarised, schema, tmp_path / "g.jsonl")
+    expected = _reference(summarised, schema)
     assert rows["W05"]["n_labels"] == expected["W05"]["n_labels"] == 4
     for wid in IDS:
         assert {k: rows[wid][k] for k in expected[wid]} == expected[wid], wid
-    _check_current(varied, schema)  # the export brought the summary up to date
+    _check_current(summarised, schema)  # the export brought the summary up to date
 
 
 def test_a_summary_made_under_another_schema_is_not_trusted(
-    varied: Engine, schema: Schema, tmp_path: Path
+    summarised: Engine, schema: Schema, tmp_path: Path
 ) -> None:
-    with write_session(varied) as session:
+    with write_session(summarised) as session:
         session.execute(update(LabelSummary).where(LabelSummary.work_id == "W01").values(
             summary='{"schema":"0ld","n":9,"users":[1],"pairs":[]}'))  # fmt: skip
-    rows = _rows(varied, schema, tmp_path / "g.jsonl")
-    expected = _reference(varied, schema)["W01"]
+    rows = _rows(summarised, schema, tmp_path / "g.jsonl")
+    expected = _reference(summarised, schema)["W01"]
     assert {k: rows["W01"][k] for k in expected} == expected
-    _check_current(varied, schema)
-
-
-def test_label_import_keeps_summaries_current(
-    varied: Engine, schema: Schema, tmp_path: Path
-) -> None:
-    q = schema.questions[0]
-    value = q.labels[0] if q.kind != "binary" else "yes"
-    src = tmp_path / "labels.csv"
-    src.write_text(f"work_id,annotator,question,value\nW02,newcomer,{q.name},{value}\n"
-                   f"W07,newcomer,{q.name},{value}\n", "utf-8")  # fmt: skip
-    assert import_labels(varied, src, schema).imported == 2
-    _check_current(varied, schema)
-    with varied.connect() as conn:
-        newcomer = conn.execute(select(User.id).where(User.name == "newcomer")).scalar_one()
-    assert f"{newcomer}]" in _stored_rows(varied)["W07"][1]
-
-
-def test_refresh_works_rebuilds_every_summary(varied: Engine, schema: Schema) -> None:
-    before = _stored_rows(varied)
-    with write_session(varied) as session:
-        session.execute(delete(LabelSummary))
-    assert unsummarised_works(varied) == IDS
-    assert refresh_works(varied, schema, iter(IDS)) == len(IDS)
-    assert _stored_rows(varied) == before
-    assert unsummarised_works(varied) == []
+    _check_current(summarised, schema)
 
 
 def _label_count(engine: Engine, wid: str) -> Any:
@@ -188,82 +185,26 @@ def test_row_by_row_and_arrow_summaries_agree(engine: Engine, schema: Schema, se
     assert any(few["summary"].to_pylist()) and None in few["summary"].to_pylist()
 
 
-def test_concurrent_submits_on_one_work_leave_a_summary_of_both(
-    engine: Engine, schema: Schema, seed_record: dict, tmp_path: Path
-) -> None:
-    """Annotator A's submit stays open while B edits their label on the same work: B waits
-    for A's lock on the work, then summarises both (PostgreSQL runs these truly concurrently;
-    the queue leases a work to one annotator at a time, so a concurrent write is an edit)."""
-    import threading
-    import time
-
-    from labeling.campaigns import create_campaign
-    from labeling.frame import import_frame
-    from labeling.labels import _submit_tx, edit_label, submit_label
-    from labeling.queue import claim_next
-    from tests.conftest import make_record, write_jsonl
-    from tests.factories import answers_for
-
-    import_frame(engine, write_jsonl(tmp_path / "f.jsonl", [make_record(seed_record, "W1")]),
-                 schema)  # fmt: skip
-    a, b = add_user(engine, "a"), add_user(engine, "b")
-    cid = create_campaign(engine, name="pair", overlap=2).id
-
-    def args(uid: int, variant: int) -> dict[str, Any]:
-        """What submit_label passes on."""
-        return {"campaign_id": cid, "work_id": "W1", "user_id": uid,
-                "answers": answers_for(schema, variant), "skipped": False, "skip_reason": None,
-                "flagged": False, "note": None, "confidence": None, "schema_hash": schema.hash,
-                "scores_visible": True, "model_version": V1, "time_on_item_ms": 5,
-                "submission_id": f"s{uid}-{variant}", "schema": schema}  # fmt: skip
-
-    assert claim_next(engine, cid, b).work_id == "W1"
-    submit_label(engine, **args(b, 1))
-    assert claim_next(engine, cid, a).work_id == "W1"
-
-    a_done, release = threading.Event(), threading.Event()
-
-    def first() -> None:
-        """A's submit, held open until released."""
-        with write_session(engine) as session:
-            _submit_tx(session, False, args(a, 0))
-            a_done.set()
-            release.wait(10)
-
-    holder = threading.Thread(target=first)
-    holder.start()
-    assert a_done.wait(10)
-    second = threading.Thread(target=lambda: edit_label(engine, **args(b, 2)))
-    second.start()
-    time.sleep(0.5)  # B is now waiting on A (the work row, or SQLite's write lock)
-    release.set()
-    holder.join(10)
-    second.join(10)
-    assert _label_count(engine, "W1") == 3
-    rows = _stored_rows(engine)
-    assert rows["W1"][0] == 3 and '"n":2' in rows["W1"][1], rows
-
-
 def test_an_export_never_replaces_a_newer_summary(
-    varied: Engine, schema: Schema, tmp_path: Path
+    summarised: Engine, schema: Schema, tmp_path: Path
 ) -> None:
     """Summaries an export recomputed from its snapshot replace only summaries of no more
-    label rows: one a submit wrote meanwhile (more rows) stays."""
+    label rows: one that a later export stored meanwhile (more rows) stays."""
     from labeling.label_summary import store
 
-    with snapshot_connection(varied) as conn:
+    with snapshot_connection(summarised) as conn:
         current = fresh(conn, schema, ALL)
-    rows = _stored_rows(varied)
+    rows = _stored_rows(summarised)
     older = pa.table({"work_id": ALL, "label_rows": pa.array([rows[w][0] - 1 for w in IDS]),
                       **{c: pa.array(["stale"] * len(IDS)) if c == "summary" else current[c]
                          for c in SUMMARY_COLUMNS}})  # fmt: skip
-    store(varied, older)
-    assert _stored_rows(varied) == rows
-    with write_session(varied) as session:
+    store(summarised, older)
+    assert _stored_rows(summarised) == rows
+    with write_session(summarised) as session:
         session.execute(delete(LabelSummary).where(LabelSummary.work_id == "W04"))
-    store(varied, older.slice(3, 1))  # no summary at all: the computed one is stored
-    assert _stored_rows(varied)["W04"] == (rows["W04"][0] - 1, "stale", *rows["W04"][2:])
+    store(summarised, older.slice(3, 1))  # no summary at all: the computed one is stored
+    assert _stored_rows(summarised)["W04"] == (rows["W04"][0] - 1, "stale", *rows["W04"][2:])
     again = pa.table({"work_id": ALL.slice(3, 1), "label_rows": [rows["W04"][0]],
                       **{c: current[c].slice(3, 1) for c in SUMMARY_COLUMNS}})  # fmt: skip
-    store(varied, again)  # as many rows: replaced
-    assert _stored_rows(varied) == rows
+    store(summarised, again)  # as many rows: replaced
+    assert _stored_rows(summarised) == rows

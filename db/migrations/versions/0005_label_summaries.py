@@ -4,8 +4,9 @@ Revision ID: 0005_label_summaries
 Revises: 0004_export_machine_columns
 Create Date: 2026-12-01 15:30:00
 
-A derived table (see db/models.py LabelSummary). Existing databases start with it empty:
-the export recomputes a missing or stale summary from the labels, and stores it afterwards.
+A cache of derived rows that the export fills (see db/models.py LabelSummary): databases
+start with it empty, and the first export computes every summary from the labels and stores
+it.
 """
 
 import sqlalchemy as sa
