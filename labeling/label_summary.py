@@ -40,6 +40,9 @@ from labeling.schema import Question, Schema
 
 SUMMARY_COLUMNS = ("summary", "first_at", "last_at", "model_version")
 STORE_BATCH = 2_000
+# A chunk whose id range holds more than this many times its own number of summaries reads
+# just its own (by id) instead of the whole range.
+SPARSE = 4
 # Below this many works a summary is computed in plain Python: Arrow's per-call overhead
 # (group-bys especially) costs more than a few works' labels (a chunk in which only some
 # works were labelled since the last export).
@@ -196,24 +199,32 @@ def stored(
     current and computed from the labels where not; also those computed ones as rows of
     label_summaries (for store), or None when every stored summary was current."""
     lo, hi = ids[0].as_py(), ids[-1].as_py()
-    query = select(LabelSummary.work_id, LabelSummary.label_rows,
-                   *(getattr(LabelSummary, c) for c in SUMMARY_COLUMNS)).where(
-        LabelSummary.work_id >= lo, LabelSummary.work_id <= hi)  # fmt: skip
-    work, rows, *values = fetch_columns(conn, query, 2 + len(SUMMARY_COLUMNS))
+    columns = (LabelSummary.work_id, LabelSummary.label_rows,
+               *(getattr(LabelSummary, c) for c in SUMMARY_COLUMNS))  # fmt: skip
+    in_range = (LabelSummary.work_id >= lo) & (LabelSummary.work_id <= hi)
+    labels_in = (Label.work_id >= lo) & (Label.work_id <= hi)
+    spread = conn.execute(select(func.count()).where(in_range)).scalar_one()
+    if spread <= SPARSE * len(ids):  # the usual case: one pass over the range
+        work, rows, *values = fetch_columns(conn, select(*columns).where(in_range), len(columns))
+    else:  # a chunk of works spread thinly over the table (a small status or date filter)
+        wanted = ids.to_pylist()
+        labels_in = Label.work_id.in_(wanted)
+        found_rows = conn.execute(select(*columns).where(LabelSummary.work_id.in_(wanted))).all()
+        work, rows, *values = (list(zip(*found_rows, strict=True)) if found_rows
+                               else [()] * len(columns))  # fmt: skip
     at = pc.index_in(pa.array(work, pa.string()), value_set=ids)
     known = pc.is_valid(at)
     found = pc.drop_null(at).to_numpy()
     out = {c: scatter(pa.array(v, pa.string()).filter(known), found, len(ids))
            for c, v in zip(SUMMARY_COLUMNS, values, strict=True)}  # fmt: skip
-    total = conn.execute(
-        select(func.count()).where(Label.work_id >= lo, Label.work_id <= hi)).scalar_one()
+    total = conn.execute(select(func.count()).where(labels_in)).scalar_one()
     stale = np.zeros(len(ids), dtype=bool)
     have = np.zeros(len(ids), dtype=np.int64)
     have[found] = pa.array(rows, pa.int64()).filter(known).to_numpy()
     real = have
     if total != sum(rows):  # some work gained labels since its summary was written
-        counts = conn.execute(select(Label.work_id, func.count()).where(
-            Label.work_id >= lo, Label.work_id <= hi).group_by(Label.work_id)).all()
+        counts = conn.execute(select(Label.work_id, func.count()).where(labels_in)
+                              .group_by(Label.work_id)).all()  # fmt: skip
         if counts:
             where = pc.index_in(pa.array([w for w, _ in counts], pa.string()), value_set=ids)
             keep = pc.is_valid(where)

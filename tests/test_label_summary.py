@@ -105,10 +105,14 @@ def test_export_is_the_same_with_stored_or_recomputed_summaries(
     assert _stored_rows(summarised) == before
 
 
+@pytest.mark.parametrize("sparse", [4, 0])
 def test_a_label_row_written_directly_is_seen(
-    summarised: Engine, schema: Schema, tmp_path: Path
+    summarised: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    sparse: int,
 ) -> None:
-    """A label row the summaries do not count makes the export read that work's labels."""
+    """A label row the summaries do not count makes the export read that work's labels
+    (sparse 0: as for works spread thinly over the table, summaries read by id)."""
+    monkeypatch.setattr("labeling.label_summary.SPARSE", sparse)
     extra = add_user(summarised, "late")
     with write_session(summarised) as session:
         cid = session.execute(select(Label.campaign_id).limit(1)).scalar_one()
