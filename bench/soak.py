@@ -92,6 +92,7 @@ def warm_up(seconds: float) -> int:
 
 def annotator(url: str, campaign_id: int, user_id: int, seed: int, start: float) -> dict:
     """One simulated annotator: claim, read briefly, submit, until the queue is empty."""
+    from labeling.campaigns import campaign_progress
     from labeling.labels import submit_label
     from labeling.queue import claim_next
     from labeling.schema import load_schema
@@ -110,6 +111,11 @@ def annotator(url: str, campaign_id: int, user_id: int, seed: int, start: float)
             claim = claim_next(engine, campaign_id, user_id)
             t1 = time.time()
             if claim is None:
+                # Nothing for this user now; a work leased to someone else may still need a
+                # second label after their submit, so stop only once no lease is out.
+                if campaign_progress(engine, campaign_id)["in_progress"]:
+                    time.sleep(0.01)
+                    continue
                 break
             time.sleep(rng.uniform(0, 0.005))  # "reading" the work
             sid = f"soak-{user_id}-{claim.work_id}"

@@ -225,8 +225,8 @@ class _Writer:
         table = pa.concat_tables(self._pending)
         while table.num_rows >= ROW_GROUP or (final and table.num_rows):
             size = min(ROW_GROUP, table.num_rows)
-            # One contiguous table per group: the encoder's pages follow chunk boundaries
-            # (dictionary columns especially), so the bytes would depend on the chunking.
+            # One contiguous table per group: the encoder cuts data pages at chunk boundaries
+            # (seen with long unique titles), so the bytes would depend on the chunking.
             self._pq.write_table(table.slice(0, size).combine_chunks(), row_group_size=size)
             table = table.slice(size)
         self._pending = [table] if table.num_rows else []
@@ -339,8 +339,8 @@ def export_gold(
 
 
 def _store_summaries(engine: Engine, summaries: pa.Table) -> None:
-    """Keep the label summaries a chunk had to recompute (labels written without them: an
-    older database, a bulk load), so the next export reads them instead."""
+    """Keep the label summaries a chunk had to recompute (works labelled since the last
+    export, or a database without them yet), so the next export reads them instead."""
     try:
         store_summaries(engine, summaries)
     except SQLAlchemyError as exc:  # the files are right either way; the next export retries
