@@ -253,9 +253,9 @@ def stored(
 def store(engine: Engine, summaries: pa.Table) -> None:
     """Write summaries computed by an export (see stored) in one write transaction.
 
-    They come from the export's snapshot, which may be older than what a submit has written
-    since: a stored summary is replaced only by one counting at least as many label rows
-    (labels are only ever added, so more rows means newer).
+    They come from the export's snapshot, which may be older than what another export has
+    stored since: a stored summary is replaced only by one counting at least as many label
+    rows (labels are only ever added, so more rows means newer).
     """
     dialect = engine.dialect.name
     upsert = (pg_insert if dialect == "postgresql" else sqlite_insert)(LabelSummary)
