@@ -165,15 +165,22 @@ def snapshot_connection(engine: Engine, *, scan: bool = False) -> Iterator[Conne
     with engine.connect().execution_options(**options) as conn, conn.begin():
         # The first read fixes the snapshot (SQLite must read a page of the file for it).
         conn.exec_driver_sql("SELECT count(*) FROM sqlite_master" if sqlite else "SELECT 1").all()
-        if not (sqlite and scan):
+        with _scan_cache(conn, sqlite and scan):
             yield conn
-            return
-        before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
-        conn.exec_driver_sql("PRAGMA cache_size=-8192")
-        try:
-            yield conn
-        finally:  # the pooled connection goes back with its usual cache
-            conn.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
+
+
+@contextmanager
+def _scan_cache(conn: Connection, small: bool) -> Iterator[None]:
+    """An 8 MB SQLite page cache for a reader that reads each page once (small=True)."""
+    if not small:
+        yield
+        return
+    before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+    conn.exec_driver_sql("PRAGMA cache_size=-8192")
+    try:
+        yield
+    finally:  # the pooled connection goes back with its usual cache
+        conn.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
 
 
 _SNAPSHOT_ID = re.compile(r"^[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+$")
@@ -221,15 +228,8 @@ def shared_snapshot(
             if share is not None:
                 share("" if sqlite else str(token))
                 lock.close()  # every worker holds the snapshot: writers may commit again
-            small = sqlite and scan
-            before = conn.exec_driver_sql("PRAGMA cache_size").scalar() if small else None
-            if small:
-                conn.exec_driver_sql("PRAGMA cache_size=-8192")
-            try:
+            with _scan_cache(conn, sqlite and scan):
                 yield conn
-            finally:  # the pooled connection goes back with its usual cache
-                if small:
-                    conn.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
 
 
 @contextmanager

@@ -60,7 +60,8 @@ def fetch_columns(conn: Connection, query: Any, width: int) -> list[Any]:
     SQLAlchemy's row objects cost more than the query itself for the millions of rows of a
     large export; the queries given here have plain parameters only.
     """
-    compiled = query.compile(dialect=conn.dialect)
+    # Expanding parameters (IN lists) rendered out, so the driver gets plain ones.
+    compiled = query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
     params: Any = compiled.params
     if compiled.positiontup is not None:
         params = tuple(compiled.params[name] for name in compiled.positiontup)

@@ -162,8 +162,7 @@ def fresh(conn: Connection, schema: Schema, ids: pa.Array) -> dict[str, Any]:
 def summarise_few(conn: Connection, schema: Schema, ids: list[str]) -> dict[str, Any]:
     """What summarise gives, for a few works, computed row by row from their labels."""
     dialect = conn.dialect.name
-    rows = conn.execute(label_query(dialect, None).where(Label.work_id.in_(ids))).all()
-    cols = list(zip(*rows, strict=True)) if rows else [()] * 8
+    cols = fetch_columns(conn, label_query(dialect, None).where(Label.work_id.in_(ids)), 8)
     times = iso_times(pa.array(cols[5], pa.string()), dialect).to_pylist()
     latest: dict[tuple[str, int, int], tuple] = {}
     for work, c, u, v, skipped, t, mv, answers in zip(*cols[:5], times, *cols[6:], strict=True):
@@ -201,17 +200,13 @@ def stored(
     lo, hi = ids[0].as_py(), ids[-1].as_py()
     columns = (LabelSummary.work_id, LabelSummary.label_rows,
                *(getattr(LabelSummary, c) for c in SUMMARY_COLUMNS))  # fmt: skip
-    in_range = (LabelSummary.work_id >= lo) & (LabelSummary.work_id <= hi)
+    summaries_in = (LabelSummary.work_id >= lo) & (LabelSummary.work_id <= hi)
     labels_in = (Label.work_id >= lo) & (Label.work_id <= hi)
-    spread = conn.execute(select(func.count()).where(in_range)).scalar_one()
-    if spread <= SPARSE * len(ids):  # the usual case: one pass over the range
-        work, rows, *values = fetch_columns(conn, select(*columns).where(in_range), len(columns))
-    else:  # a chunk of works spread thinly over the table (a small status or date filter)
+    spread = conn.execute(select(func.count()).where(summaries_in)).scalar_one()
+    if spread > SPARSE * len(ids):  # a chunk spread thinly over the table (a small filter)
         wanted = ids.to_pylist()
-        labels_in = Label.work_id.in_(wanted)
-        found_rows = conn.execute(select(*columns).where(LabelSummary.work_id.in_(wanted))).all()
-        work, rows, *values = (list(zip(*found_rows, strict=True)) if found_rows
-                               else [()] * len(columns))  # fmt: skip
+        summaries_in, labels_in = LabelSummary.work_id.in_(wanted), Label.work_id.in_(wanted)
+    work, rows, *values = fetch_columns(conn, select(*columns).where(summaries_in), len(columns))
     at = pc.index_in(pa.array(work, pa.string()), value_set=ids)
     known = pc.is_valid(at)
     found = pc.drop_null(at).to_numpy()
