@@ -1,10 +1,10 @@
 """Coverage of the 95% frame-estimate intervals over repeated stratified samples (issue 12).
 
-Run: ``.venv/bin/python bench/coverage_sim.py [--reps 6000] [--grid]``. A fixed frame of six
-strata (8,883 / 6,740 / 2,145 / 882 / 659 / 691 works) with exactly round(p_h N_h) positives in
-stratum h; each replicate draws a stratified simple random sample without replacement
-(hypergeometric counts) with equal or proportional allocation, and each interval is checked
-against the frame's true proportion. Columns:
+Run: ``.venv/bin/python bench/coverage_sim.py [--reps 6000] [--sweep] [--grid]``. A fixed
+frame of six strata (8,883 / 6,740 / 2,145 / 882 / 659 / 691 works) with exactly
+round(p_h N_h) positives in stratum h; each replicate draws a stratified simple random sample
+without replacement (hypergeometric counts) with equal or proportional allocation, and each
+interval is checked against the frame's true proportion. Columns:
 
 - ``smoothed``: the estimator in use (``labeling.intervals``; Korn-Graubard with the design
   effect from Jeffreys-smoothed stratum proportions);
@@ -16,10 +16,12 @@ against the frame's true proportion. Columns:
   the exact interval's own coverage at that truth (above 0.95 when positives are few, because
   the count takes few values, whatever the design).
 
-``--grid`` adds 240 more cells (n 60-600, equal / proportional / Neyman allocation, 20
-prevalence profiles of which 12 are drawn at random) and summarises each estimator, with smaller
-smoothing pseudo-counts to show what they cost. Precision and recall of a machine rule use
-multivariate hypergeometric draws of the four (human, rule) cells per stratum.
+``--sweep`` moves the prevalence of the biggest stratum (44% of the frame) from 0.002 to 0.1
+under equal allocation. ``--grid`` adds 240 more cells (n 60-600, equal / proportional /
+Neyman allocation, 20 prevalence profiles of which 12 are drawn at random) and summarises each
+estimator, with smaller smoothing pseudo-counts to show what they cost. Precision and recall of
+a machine rule use multivariate hypergeometric draws of the four (human, rule) cells per
+stratum.
 """
 
 from __future__ import annotations
@@ -169,11 +171,27 @@ def grid(reps: int) -> None:
               f"{np.median(cov):.3f} |")
 
 
+def sweep(reps: int) -> None:
+    """Coverage as the big stratum's p_1 moves (equal allocation, the other p_h 0.005-0.2)."""
+    print(f"\n## Sweep: equal allocation, p_h = (p_1, 0.005, 0.01, 0.05, 0.1, 0.2), {reps} "
+          "replicates\n")
+    p1s = (0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.07, 0.1)
+    print("| n | estimator | " + " | ".join(f"p_1 {p}" for p in p1s) + " |")
+    print("|---|---|" + "---|" * len(p1s))
+    for i, n in enumerate((600, 300)):
+        rows = [prevalence_cell(n, "equal", [p, 0.005, 0.01, 0.05, 0.1, 0.2], reps,
+                                seed=5000 + 100 * i + j, priors=(0.1,))
+                for j, p in enumerate(p1s)]
+        for col in ("smoothed", "prior 0.1", "R svyciprop", "CP on SRS"):
+            print(f"| {n} | {col} | " + " | ".join(f"{r[col]:.3f}" for r in rows) + " |")
+
+
 def main() -> None:
     """Print the coverage tables (Markdown)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=6000, help="replicates per cell")
     parser.add_argument("--grid", action="store_true", help="also the 240-cell summary")
+    parser.add_argument("--sweep", action="store_true", help="also the p_1 sweep")
     args = parser.parse_args()
     start = time.perf_counter()
     rows = cells(prevalence_cell, PROFILES, args.reps)
@@ -184,6 +202,8 @@ def main() -> None:
     print(f"## Precision and recall: coverage, {args.reps} replicates per cell\n")
     print(table(rows, ["n", "allocation", "profile", "precision smoothed", "precision previous",
                        "recall smoothed", "recall previous", "recall defined"]))
+    if args.sweep:
+        sweep(args.reps)
     if args.grid:
         grid(max(args.reps // 3, 500))
     print(f"\n{time.perf_counter() - start:.1f} s")

@@ -6,14 +6,14 @@ coverage simulation (replicates x strata) is one call. Choices, in one place:
 - Interval: Korn-Graubard (1998), i.e. Clopper-Pearson on an effective sample size
   n* = n / deff, times the degrees-of-freedom factor (t_{n-1} / t_{df})^2 with df = n - H as
   in R's ``survey::svyciprop(method="beta")``; when the estimate is 0 or 1, the exact interval
-  on the n labelled units (Korn & Graubard's rule). n* is not truncated at n.
+  on the n labelled units (as NCHS and Stata's svypd do). n* is not truncated at n.
 - The design effect behind n* is computed from Jeffreys-smoothed stratum proportions
   (k_h + 1/2) / (n_h + 1) (the posterior mean under the Beta(1/2, 1/2) prior), not from the
   raw k_h / n_h. The raw plug-in estimate p(1 - p) / V collapses when a heavily weighted
   stratum has 0 or 1 positive: its variance term is then 0, n* soars past n and the upper
   limit falls below the truth (coverage 0.80-0.83 with equal allocation and p_h = 0.005,
-  0.90-0.94 with p_h from 0.01 to 0.8). Truncating n* at n (statsmodels-style ``truncate``,
-  NCHS) repairs that but throws away the real gain of stratification (coverage 0.99 in common
+  0.91-0.93 with p_h from 0.01 to 0.8). Truncating n* at n (``truncate=True``, the NCHS rule)
+  repairs that but throws away the real gain of stratification (coverage 0.99 in those common
   cells). The smoothed design effect keeps both: measured in ``bench/coverage_sim.py``. The
   point estimate and its standard error stay the usual unbiased ones: smoothing only sizes n*.
 - A stratum with a single labelled unit has no variance estimate: it contributes the largest
