@@ -26,8 +26,11 @@ schema is a list of ``QuestionSpec``. Choices, in one place:
 - Per label: multi-label labels are binary "present?" questions; single-choice labels are
   one-vs-rest ("chosen?"); binary questions have no per-label entries (they are one already).
 - Cohen's kappa: scikit-learn, unweighted, for every pair of annotators with >= ``min_pair_n``
-  works in common on a question (multi-label: label sets as nominal values). Pairs whose kappa
-  is undefined (both annotators used one and the same value) are left out of ``pairs``.
+  (default and least 2) works in common on a question (multi-label: label sets as nominal
+  values), each with its n so that readers judge by n. A pair whose kappa is undefined (both
+  annotators gave one and the same value on every common work) is listed with kappa None.
+  Pairs that share fewer works are listed in ``pairs_left_out`` with n and the reason; pairs
+  with no work in common are not pairs.
 - Bootstrap: works of a question resampled with replacement ``n_boot`` times (seeded; questions
   answered on the same works share the resamples), 95% percentile intervals for alpha and Fleiss'
   kappa; replicates where the coefficient is undefined are left out, and the interval is None
@@ -90,6 +93,7 @@ _BINARY_WORDS = {"yes": "yes", "no": "no", "true": "yes", "false": "no"}
 PACKAGE_CELL_BUDGET = 20_000_000
 SPARSE_FROM = 64  # more distinct values than this: sparse count matrices
 REQUIRED_COLUMNS = ("work_id", "annotator", "question", "value")
+MIN_PAIR_N = 2  # Cohen's kappa of a pair needs two common works at least
 
 
 @dataclass(frozen=True)
@@ -293,8 +297,10 @@ class _QuestionStats:
         return out
 
 
-def _pairs(spec: QuestionSpec, enc: _Encoded, rater_names: np.ndarray, min_n: int) -> list[dict]:
-    """Cohen's kappa (scikit-learn) for every annotator pair with >= ``min_n`` common works."""
+def _pairs(
+    spec: QuestionSpec, enc: _Encoded, rater_names: np.ndarray, min_n: int
+) -> tuple[list[dict], list[dict]]:
+    """Cohen's kappa for every annotator pair with >= ``min_n`` common works; the rest, why."""
     local, works = pd.factorize(enc.units)
     dense = np.full((len(works), len(rater_names)), -1, dtype=np.int64)
     dense[local, enc.raters] = enc.values
@@ -302,10 +308,18 @@ def _pairs(spec: QuestionSpec, enc: _Encoded, rater_names: np.ndarray, min_n: in
     common = rated.T @ rated
     order = sorted(range(len(rater_names)), key=lambda i: str(rater_names[i]))
     v = max(enc.n_values, 1)
-    out = []
+    out, left_out = [], []
     for x, i in enumerate(order):
         for j in order[x + 1 :]:
-            if common[i, j] < max(min_n, 1):
+            n = int(common[i, j])
+            if n == 0:
+                continue
+            row = {"a": str(rater_names[i]), "b": str(rater_names[j]), "question": spec.name,
+                   "n": n}
+            if n < min_n:
+                works_text = "1 common work" if n == 1 else f"{n} common works"
+                left_out.append({**row, "reason": f"{works_text}, fewer than the minimum of "
+                                                  f"{min_n} (--min-pair-n)"})
                 continue
             both = (dense[:, i] >= 0) & (dense[:, j] >= 0)
             # The pair's contingency table, passed as weighted cells: same kappa, far faster.
@@ -313,10 +327,8 @@ def _pairs(spec: QuestionSpec, enc: _Encoded, rater_names: np.ndarray, min_n: in
             nz = np.flatnonzero(cells)
             with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
                 kappa = sklearn_kappa(nz // v, nz % v, sample_weight=cells[nz])
-            if kappa is not None:
-                row = {"a": str(rater_names[i]), "b": str(rater_names[j]), "question": spec.name}
-                out.append({**row, "n": int(both.sum()), "cohen_kappa": kappa})
-    return out
+            out.append({**row, "cohen_kappa": kappa})
+    return out, left_out
 
 
 def _prepare(labels: pd.DataFrame, names: set[str]) -> pd.DataFrame:
@@ -335,7 +347,7 @@ def agreement_report(
     *,
     n_boot: int = 200,
     seed: int = 0,
-    min_pair_n: int = 10,
+    min_pair_n: int = MIN_PAIR_N,
     level: str = "nominal",
 ) -> dict:
     """Agreement per question and per label, annotator pairs, bootstrap CIs; JSON-ready.
@@ -346,18 +358,22 @@ def agreement_report(
             mapping name -> (kind, labels)); labels of other questions are ignored.
         n_boot: bootstrap resamples of works per question (0 = no intervals).
         seed: seed of the bootstrap; the same seed and data give the same intervals.
-        min_pair_n: fewest common works for an annotator pair to get a Cohen's kappa.
+        min_pair_n: fewest common works for an annotator pair to get a Cohen's kappa (>= 2).
         level: Krippendorff level for single-choice questions ("nominal", "ordinal",
             "interval", "ratio").
 
     Returns:
-        {"questions": {name: entry}, "pairs": [...], "n_boot": n_boot, "seed": seed}, entry =
+        {"questions": {name: entry}, "pairs": [...], "pairs_left_out": [...], "min_pair_n",
+        "n_boot", "seed"}; pairs: a, b, question, n, cohen_kappa (None where undefined);
+        pairs_left_out: a, b, question, n, reason; entry =
         n_works, n_labels, krippendorff_alpha, alpha_ci, fleiss_kappa, kappa_ci, gwet_ac1,
         percent_agreement, labels ({label: entry without "labels"}); undefined values None.
     """
     check_level(level)
     if n_boot < 0:
         raise ValueError("n_boot must be >= 0")
+    if min_pair_n < MIN_PAIR_N:
+        raise ValueError(f"min_pair_n must be >= {MIN_PAIR_N}: a kappa needs two works")
     specs = question_specs(questions)
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
@@ -380,6 +396,7 @@ def _report(
     values = frame["value"].to_numpy(object)
     stats: list[_QuestionStats] = []
     pairs: list[dict] = []
+    left_out: list[dict] = []
     for spec in specs:
         rows = np.asarray(groups.get(spec.name, np.zeros(0, dtype=np.int64)))
         key = units[rows].astype(np.int64) * len(rater_names) + raters[rows]
@@ -388,7 +405,9 @@ def _report(
         codes, n_values, names, membership = _encode_values(spec, values[rows])
         enc = _Encoded(units[rows], raters[rows], codes, n_values, names, membership)
         stats.append(_QuestionStats(spec, enc, level))
-        pairs.extend(_pairs(spec, enc, rater_names, min_n))
+        kept, dropped = _pairs(spec, enc, rater_names, min_n)
+        pairs.extend(kept)
+        left_out.extend(dropped)
     # Questions answered on exactly the same works share their resamples.
     shared: list[list[_QuestionStats]] = []
     for st in stats:
@@ -408,6 +427,8 @@ def _report(
     report = {
         "questions": {st.spec.name: st.result() for st in stats},
         "pairs": pairs,
+        "pairs_left_out": left_out,
+        "min_pair_n": min_n,
         "n_boot": n_boot,
         "seed": seed,
     }

@@ -152,14 +152,20 @@ def abstracts_show(obj: Any, work_ids: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--n-boot", type=click.IntRange(0), default=200, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--min-pair-n", type=click.IntRange(2), default=2, show_default=True,
+              help="Fewest common works for a pair's Cohen's kappa; pairs sharing fewer are "
+                   "listed as left out, with the reason.")
 @click.pass_obj
-def agreement(obj: Any, campaign: str | None, as_json: bool, n_boot: int, seed: int) -> None:
+def agreement(
+    obj: Any, campaign: str | None, as_json: bool, n_boot: int, seed: int, min_pair_n: int
+) -> None:
     """Inter-annotator agreement per question and label, with bootstrap intervals."""
     from labeling.campaigns import CampaignError
     from labeling.reports import agreement_for
 
     try:
-        report = agreement_for(obj.engine, obj.schema(), campaign, n_boot=n_boot, seed=seed)
+        report = agreement_for(obj.engine, obj.schema(), campaign, n_boot=n_boot, seed=seed,
+                               min_pair_n=min_pair_n)
     except CampaignError as exc:
         _fail(str(exc))
     if as_json:
@@ -188,10 +194,15 @@ def _agreement_table(report: dict[str, Any]) -> str:
                 f"{_fmt(r['fleiss_kappa'])} {_fmt(r['gwet_ac1'])} {_fmt(r['percent_agreement'])}"
             )
     if report["pairs"]:
-        lines.append("\nCohen's kappa per pair of annotators (question, n common works):")
+        lines.append("\nCohen's kappa per pair of annotators (question, n common works; "
+                     "- = undefined, both gave one and the same answer throughout):")
         for p in report["pairs"]:
             lines.append(f"  {p['a']} x {p['b']}  {p['question']:20} n={p['n']:<5d} "
-                         f"kappa={p['cohen_kappa']:.3f}")  # fmt: skip
+                         f"kappa={_fmt(p['cohen_kappa']).strip()}")  # fmt: skip
+    if report["pairs_left_out"]:
+        lines.append(f"\nPairs left out (fewer than {report['min_pair_n']} common works):")
+        for p in report["pairs_left_out"]:
+            lines.append(f"  {p['a']} x {p['b']}  {p['question']:20} n={p['n']}")
     lines.append(f"\n(bootstrap over works: {report['n_boot']} replicates, seed {report['seed']})")
     return "\n".join(lines)
 

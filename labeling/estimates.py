@@ -11,23 +11,20 @@ Choices, in one place:
   V = sum_h W_h^2 (1 - n_h/N_h) p_h (1 - p_h) / (n_h - 1). A stratum with a single labelled
   unit (and N_h > 1) has no variance estimate: it contributes the largest possible
   W_h^2 (1 - f_h) * 0.25 (conservative) and the result says so in ``note``.
-- Interval: Korn-Graubard, i.e. Clopper-Pearson with the effective sample size
-  n* = p (1 - p) / V, times the degrees-of-freedom factor (t_{n-1} / t_{n-H})^2 as in R's
-  ``survey::svyciprop(method="beta")``, floored at 1. By default n* is *not* truncated at n
-  (``truncate=True`` gives the original truncation): stratification makes V smaller than the
-  simple-random-sampling variance, so n* > n is real information, and truncating it threw the
-  gain away (measured coverage 98% instead of 95% in the simulation test). When p is 0 or 1,
-  or V is 0, the exact Clopper-Pearson interval on the n labelled units is used. Never Wald.
+- Interval: Korn-Graubard (Clopper-Pearson on an effective sample size n*), with the design
+  effect behind n* computed from Jeffreys-smoothed stratum proportions; the reasons and the
+  measured coverage are in ``labeling.intervals`` and ``bench/RESULTS.md``. Never Wald.
 - Per stratum: p_h with a Wilson interval on n_h (statsmodels; ignores the finite-population
   correction, so slightly conservative).
 - Precision T(y & R) / T(R) and recall T(y & R) / T(y) of a machine rule R: ratio estimators
-  with the linearised (Taylor) variance of stratified SRSWOR, residuals
-  z_i = (a_i - ratio * b_i) / T_b; interval by Korn-Graubard with n = the units in the
-  denominator's domain; refused, like the prevalence, while a stratum has no labelled unit.
-  No bootstrap: the linearisation reproduces the prevalence formula above exactly when b = 1,
-  costs nothing, and covered 95-97% in the simulation test.
+  with the linearised (Taylor) variance of stratified SRSWOR (equal to the prevalence's when
+  b = 1) and the same kind of interval (``labeling.intervals.ratio_counts``), n = the units in
+  the denominator's domain; a single-unit stratum is conservative as above; refused, like the
+  prevalence, while a stratum has no labelled unit. No bootstrap.
 - Horvitz-Thompson total sum y_i / pi_i and Hajek mean sum w_i y_i / sum w_i from inclusion
-  probabilities, with the same stratified variance (N_h estimated as the sum of weights).
+  probabilities, with the same stratified variance (N_h estimated as the sum of weights); the
+  Hajek interval is the textbook Korn-Graubard one (inclusion probabilities may vary within a
+  stratum, so there are no stratum counts to smooth). Not used by the reports.
 - A score-ordered queue is not a probability sample: ``estimability`` refuses plainly.
 """
 
@@ -39,8 +36,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
-from statsmodels.stats.proportion import proportion_confint
+
+from labeling.intervals import (
+    clopper_pearson,
+    korn_graubard,
+    ratio_counts,
+    stratified_counts,
+    wilson,
+)
+
+__all__ = [
+    "clopper_pearson", "estimability", "hajek_mean", "horvitz_thompson_total", "korn_graubard",
+    "precision_recall", "ratio_counts", "ratio_estimate", "refusal", "stratified_counts",
+    "stratified_prevalence", "wilson",
+]
 
 NOT_A_SAMPLE = "a score-ordered queue is not a probability sample: no frame estimate is possible"
 NOT_A_SAMPLE_MANUAL = (
@@ -134,82 +143,6 @@ def refusal(reason: str = NOT_A_SAMPLE, n: int = 0) -> ProportionEstimate:
     return ProportionEstimate(None, None, None, None, n, "none", estimable=False, reason=reason)
 
 
-def wilson(k: int, n: int, alpha: float = 0.05) -> tuple[float | None, float | None]:
-    """Wilson score interval for k successes in n (None, None when n = 0)."""
-    if n <= 0:
-        return None, None
-    lo, hi = proportion_confint(k, n, alpha=alpha, method="wilson")
-    return _num(max(0.0, lo)), _num(min(1.0, hi))
-
-
-def clopper_pearson(k: float, n: float, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
-    """Exact (beta) interval; k and n may be arrays and non-integer (effective counts)."""
-    k, n = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
-        hi = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)
-    return np.nan_to_num(lo, nan=0.0), np.nan_to_num(hi, nan=1.0)
-
-
-def korn_graubard(
-    p: np.ndarray | float, var: np.ndarray | float, n: np.ndarray | float,
-    df: np.ndarray | float | None = None, alpha: float = 0.05, truncate: bool = False,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Korn-Graubard interval(s) for design-based proportion(s); vectorised.
-
-    Args:
-        p: the estimated proportion(s).
-        var: their design variance(s).
-        n: the number of labelled units each rests on (exact interval on n when p is 0 or 1).
-        df: design degrees of freedom (n - number of strata); None = n - 1 (no adjustment).
-        alpha: 1 - confidence level.
-        truncate: clip n* to n as in Korn & Graubard (1998) (more conservative).
-    """
-    p, var, n = (np.asarray(a, dtype=float) for a in (p, var, n))
-    p, var, n = np.broadcast_arrays(p, var, n)
-    df = n - 1 if df is None else np.broadcast_to(np.asarray(df, dtype=float), n.shape)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        n_eff = np.where(var > 0, p * (1 - p) / var, n)
-        t_ratio = stats.t.ppf(alpha / 2, np.maximum(n - 1, 1)) / stats.t.ppf(
-            alpha / 2, np.maximum(df, 1)
-        )
-        n_eff = np.maximum(n_eff * t_ratio**2, 1.0)
-        if truncate:
-            n_eff = np.minimum(n_eff, np.maximum(n, 1.0))
-    exact = (p <= 0) | (p >= 1) | (var <= 0)
-    n_eff = np.where(exact, np.maximum(n, 1.0), n_eff)
-    return clopper_pearson(p * n_eff, n_eff, alpha)
-
-
-def stratified_counts(
-    k: np.ndarray, n: np.ndarray, N: np.ndarray, alpha: float = 0.05
-) -> dict[str, np.ndarray]:
-    """Stratified prevalence from counts, vectorised over leading axes (e.g. simulations).
-
-    Args:
-        k: positives per stratum, shape (..., H).
-        n: labelled units per stratum, shape (H,) or (..., H); every n_h >= 1.
-        N: population size per stratum, shape (H,).
-        alpha: 1 - confidence level.
-
-    Returns:
-        {"p", "var", "lo", "hi", "n"} arrays of shape (...).
-    """
-    k = np.asarray(k, dtype=float)
-    n = np.broadcast_to(np.asarray(n, dtype=float), k.shape)
-    N = np.broadcast_to(np.asarray(N, dtype=float), k.shape)
-    W = N / N.sum(axis=-1, keepdims=True)
-    ph = k / n
-    fpc = 1 - n / N
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var_h = np.where(n > 1, ph * (1 - ph) / (n - 1), 0.25)
-    var = (W**2 * fpc * var_h).sum(axis=-1)
-    p = (W * ph).sum(axis=-1)
-    total_n = n.sum(axis=-1)
-    lo, hi = korn_graubard(p, var, total_n, df=total_n - k.shape[-1], alpha=alpha)
-    return {"p": p, "var": var, "lo": lo, "hi": hi, "n": total_n}
-
-
 def _groups(strata: Sequence[Hashable] | np.ndarray, size: int) -> tuple[list[Any], np.ndarray]:
     """Distinct stratum keys (first-seen order) and each unit's group index."""
     keys = list(dict.fromkeys(strata)) if size else []
@@ -292,6 +225,12 @@ def _stratified_var_of_total(
     return float(var)
 
 
+def _indicator(x: np.ndarray, name: str) -> None:
+    """Refuse anything but 0/1 values (the ratio's variance is written for indicators)."""
+    if not np.isin(x, (0.0, 1.0)).all():
+        raise ValueError(f"{name} must hold 0/1 indicators only")
+
+
 def ratio_estimate(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,
@@ -309,6 +248,10 @@ def ratio_estimate(
         alpha: 1 - confidence level.
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    _indicator(a, "the numerator")
+    _indicator(b, "the denominator")
+    if (a > b).any():
+        raise ValueError("the numerator must imply the denominator (a <= b)")
     keys = list(population)
     index = {key: h for h, key in enumerate(keys)}
     unknown = sorted({str(s) for s in strata if s not in index})
@@ -321,23 +264,20 @@ def ratio_estimate(
     empty = [str(k) for k, n, N in zip(keys, n_h, N_h, strict=True) if N > 0 and n == 0]
     if empty:
         return refusal(f"no validated works yet in strata: {', '.join(empty)}", n_dom)
-    w = (N_h / np.maximum(n_h, 1))[groups]
-    t_b = float((w * b).sum())
-    if t_b <= 0:
+    live = N_h > 0
+    c_h = np.bincount(groups, weights=a, minlength=len(keys))[live]
+    m_h = np.bincount(groups, weights=b, minlength=len(keys))[live]
+    out = ratio_counts(c_h, m_h, n_h[live], N_h[live], alpha)
+    if not out["defined"]:
         return refusal("no unit of the sample falls in the denominator", n_dom)
-    ratio = float((w * a).sum()) / t_b
-    z = (a - ratio * b) / t_b
-    var = _stratified_var_of_total(z, groups, N_h, n_h)
-    df = max(len(a) - int((n_h > 0).sum()), 1)
-    lo, hi = korn_graubard(ratio, var, n_dom, df=df, alpha=alpha)
     single = [str(k) for k, n, N in zip(keys, n_h, N_h, strict=True) if n == 1 and N > 1]
     note = None
     if single:
         note = ("one validated work only in strata " + ", ".join(single)
-                + ": they add no variance (the interval may be too narrow)")
+                + ": their variance is taken at its maximum (conservative)")
     return ProportionEstimate(
-        estimate=_num(ratio), lo=_num(float(lo)), hi=_num(float(hi)), se=_num(math.sqrt(var)),
-        n=n_dom, method=KG, note=note,
+        estimate=_num(out["p"]), lo=_num(out["lo"]), hi=_num(out["hi"]),
+        se=_num(math.sqrt(out["var"])), n=n_dom, method=KG, note=note,
     )
 
 

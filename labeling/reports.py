@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from labeling.agreement import agreement_report, question_specs
+from labeling.agreement import MIN_PAIR_N, agreement_report, question_specs
 from labeling.campaigns import get_campaign
 from labeling.labels import current_labels
 from labeling.schema import Schema
@@ -19,7 +19,7 @@ def agreement_for(
     *,
     n_boot: int = 200,
     seed: int = 0,
-    min_pair_n: int = 10,
+    min_pair_n: int = MIN_PAIR_N,
 ) -> dict[str, Any]:
     """The agreement report of one campaign's labels (or of every label when None).
 
@@ -29,7 +29,8 @@ def agreement_for(
         campaign: a campaign name or id; None pools every campaign.
         n_boot: bootstrap replicates for the confidence intervals.
         seed: bootstrap seed (same seed, same intervals).
-        min_pair_n: common works a pair of annotators needs for Cohen's kappa.
+        min_pair_n: common works a pair of annotators needs for Cohen's kappa (>= 2); pairs
+            that share fewer are listed in the report's pairs_left_out.
     """
     questions = list(schema.questions)
     campaign_id = None

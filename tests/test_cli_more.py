@@ -158,9 +158,26 @@ def test_agreement_json_is_strict_json_with_the_documented_keys(demo_url, tmp_pa
     cats = report["questions"]["categories"]
     assert cats["percent_agreement"] == 1.0
     assert cats["labels"]["Bibliometrics"]["krippendorff_alpha"] is None  # no variation
-    assert isinstance(report["pairs"], list)
+    # 4 common works per pair: every pair is reported (the old minimum of 10 dropped them all).
+    kappas = {(p["a"], p["b"], p["question"]): (p["n"], p["cohen_kappa"])
+              for p in report["pairs"]}
+    assert kappas[("ann", "bob", "about_ca_system")] == (4, 1.0)
+    assert kappas[("ann", "cy", "genre")] == (4, 0.0)
+    assert kappas[("ann", "bob", "genre")] == (4, None)  # one answer throughout: undefined
+    assert len(kappas) == 9 and report["pairs_left_out"] == [] and report["min_pair_n"] == 2
     text = run(demo_url, "agreement", "--campaign", "pilot")
     assert "genre" in text.output and "bootstrap" in text.output
+    assert "ann x bob  genre" in text.output and "kappa=-" in text.output
+    strict = json.loads(run(demo_url, "agreement", "--campaign", "pilot", "--json",
+                            "--min-pair-n", "5").stdout)  # fmt: skip
+    assert strict["pairs"] == [] and strict["min_pair_n"] == 5
+    assert len(strict["pairs_left_out"]) == 9
+    assert strict["pairs_left_out"][0]["reason"] == (
+        "4 common works, fewer than the minimum of 5 (--min-pair-n)")
+    text = run(demo_url, "agreement", "--campaign", "pilot", "--min-pair-n", "5").output
+    assert "Pairs left out (fewer than 5 common works)" in text
+    too_small = CliRunner().invoke(main, ["--db", demo_url, "agreement", "--min-pair-n", "1"])
+    assert too_small.exit_code == 2 and "--min-pair-n" in too_small.output
     missing = CliRunner().invoke(main, ["--db", demo_url, "agreement", "--campaign", "nope"])
     assert missing.exit_code == 2
 
