@@ -72,7 +72,7 @@ def iter_chunks(
     chunk: list[tuple[int, bytes]] = []
     number = 0
     try:
-        for number, line in enumerate(stream, start=1):  # noqa: B007 (number used below)
+        for number, line in enumerate(stream, start=1):
             chunk.append((number, line))
             if len(chunk) >= size:
                 yield chunk, raw.tell()

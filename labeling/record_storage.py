@@ -73,14 +73,31 @@ def value_error(name: str, value: Any, rule: ColumnRule) -> str | None:
     return None
 
 
+@cache
+def _checks() -> tuple[tuple[tuple[str, int | None], ...], tuple[tuple[str, int, int], ...]]:
+    """The works columns to check, split by kind, for the per-record fast path."""
+    texts, ints = [], []
+    for name, rule in column_rules().items():
+        if rule.text:
+            texts.append((name, rule.length))
+        else:
+            assert rule.low is not None and rule.high is not None
+            ints.append((name, rule.low, rule.high))
+    return tuple(texts), tuple(ints)
+
+
 def storage_errors(columns: dict[str, Any]) -> list[str]:
     """Every value of a works row that its column cannot store, as messages."""
-    rules = column_rules()
+    texts, ints = _checks()
     errors = []
-    for name, value in columns.items():
-        rule = rules.get(name)
-        if rule is not None and value is not None:
-            problem = value_error(name, value, rule)
-            if problem:
-                errors.append(problem)
+    for name, length in texts:
+        value = columns.get(name)
+        # Fast path: most values fit and hold no NUL; value_error words the rest.
+        if type(value) is str and ((length is not None and len(value) > length)
+                                   or "\x00" in value):  # fmt: skip
+            errors.append(value_error(name, value, column_rules()[name]) or "")
+    for name, low, high in ints:
+        value = columns.get(name)
+        if type(value) is int and not low <= value <= high:
+            errors.append(value_error(name, value, column_rules()[name]) or "")
     return errors
