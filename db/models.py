@@ -405,8 +405,12 @@ class AbstractCache(Base):
     )
 
 
+# How an import run ended: still running (or killed), done, or failed part-way.
+RUN_RUNNING, RUN_DONE, RUN_FAILED = "running", "done", "failed"
+
+
 class ImportRun(Base):
-    """One run of a frame or labels import and its summary."""
+    """One run of a frame or labels import, its summary and how it ended."""
 
     __tablename__ = "import_runs"
 
@@ -416,6 +420,11 @@ class ImportRun(Base):
     summary: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # A failed run's summary holds the counts reached before the failure; what it stored stays.
+    status: Mapped[str] = mapped_column(
+        String(16), nullable=False, default=RUN_DONE, server_default=RUN_DONE
+    )
+    error: Mapped[str | None] = mapped_column(Text)
 
 
 class Export(Base):

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 try:  # POSIX only: the same writers' lock file as db.engine.write_connection
     import fcntl
@@ -18,12 +18,25 @@ except ImportError:  # pragma: no cover
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DATA_TABLES = ("works", "users", "campaigns", "labels")
-PG_DUMP_HINT = (
-    "this database is PostgreSQL: back it up with "
-    '`pg_dump --format=custom --file=labeling.dump "$DATABASE_URL"` and restore with '
-    '`pg_restore --clean --if-exists --no-owner --dbname="$DATABASE_URL" labeling.dump` '
-    "(see docs/backup.md)"
-)
+
+
+def libpq_url(url: str) -> str:
+    """The libpq form of a SQLAlchemy PostgreSQL URL (no `+driver`), without its password."""
+    p = make_url(url)
+    bare = URL.create(p.get_backend_name(), p.username, None, p.host, p.port, p.database, p.query)
+    return bare.render_as_string(hide_password=False)
+
+
+def pg_dump_hint(url: str) -> str:
+    """How to back up and restore this PostgreSQL database with the PostgreSQL tools."""
+    target = libpq_url(url)
+    password = "; give the password in PGPASSWORD or ~/.pgpass" if make_url(url).password else ""
+    return (
+        "this database is PostgreSQL: back it up with "
+        f'`pg_dump --format=custom --file=labeling.dump "{target}"` and restore with '
+        f'`pg_restore --clean --if-exists --no-owner --dbname="{target}" labeling.dump`'
+        f"{password} (see docs/backup.md)"
+    )
 
 
 class BackupError(Exception):
@@ -52,7 +65,7 @@ def sqlite_path(url: str) -> Path:
     """
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        raise BackupError(PG_DUMP_HINT)
+        raise BackupError(pg_dump_hint(url))
     if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file:"):
         raise BackupError(f"cannot back up or restore the SQLite database {parsed.database!r}")
     return Path(parsed.database)

@@ -23,7 +23,7 @@ PREDICTION_NOTICE = (
     "These outputs are machine predictions, not human labels."
 )
 AGREE, DISAGREE, UNKNOWN = "agree", "disagree", "unknown"
-_WORK_ID = re.compile(r"^(?:https?://openalex\.org/)?(W\d+)$", re.IGNORECASE)
+_WORK_ID = re.compile(r"^(?:https?://openalex\.org/)?(W\d+)$", re.IGNORECASE | re.ASCII)
 _DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:)", re.IGNORECASE)
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&\"'=^@%])")
 

@@ -93,17 +93,27 @@ def init(obj: Context) -> None:
 def import_frame_cmd(obj: Context, path: Path, schema_path: str | None, strict: bool,
                      report_path: Path | None, batch_size: int | None, workers: int | None,
                      as_json: bool) -> None:  # fmt: skip
-    """Import a frame (JSON Lines, plain or .gz): exit 0 all imported, 3 lines rejected."""
-    from labeling.frame import FrameReadError, import_frame
+    """Import a frame (JSON Lines, plain or .gz): exit 0 all imported, 3 lines rejected.
+
+    Exit 2: the file or schema cannot be read, or the import failed part-way (what it stored
+    stays; the message says how far it got; re-running the repaired file continues).
+    """
+    from labeling.frame import FrameReadError, ImportFailed, import_frame
+    from labeling.import_runs import describe_error
 
     schema = obj.schema(schema_path)
+    failure = None
     try:
         summary = import_frame(
             obj.engine, path, schema, strict=strict, report_path=report_path,
             batch_size=batch_size or obj.settings.import_batch_size, workers=workers,
         )  # fmt: skip
+    except ImportFailed as exc:
+        summary, failure = exc.summary, str(exc)
     except FrameReadError as exc:
         fail(str(exc), EXIT_BAD_INPUT)
+    except Exception as exc:  # before the run started: the database, the report file
+        fail(describe_error(exc), EXIT_BAD_INPUT)
     if as_json:
         _echo_json(summary.as_dict())
     else:
@@ -115,6 +125,11 @@ def import_frame_cmd(obj: Context, path: Path, schema_path: str | None, strict: 
         if total > shown:
             hint = f"; see {report_path}" if report_path else "; use --report FILE for all"
             click.echo(f"... {total - shown} more problems{hint}", err=True)
+    if failure is not None:
+        fail(failure, EXIT_BAD_INPUT)
+    if summary.stored + summary.rejected == 0:
+        click.echo(f"{path}: 0 records (the file is empty or has only blank lines)", err=True)
+    if not as_json:
         verdict = "aborted (--strict), nothing written" if summary.aborted else "done"
         click.echo(
             f"{verdict}: {summary.lines} lines, {summary.inserted} inserted, "
@@ -139,6 +154,8 @@ def import_labels_cmd(obj: Context, path: Path, campaign: str | None, as_json: b
         summary = import_labels(obj.engine, path, schema, campaign=campaign)
     except (LabelError, OSError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
+    except Exception as exc:  # a database error: one line, and the run recorded as failed
+        _labels_failed(obj, path, exc)
     data = summary.as_dict() if hasattr(summary, "as_dict") else vars(summary)
     if as_json:
         _echo_json(data)
@@ -147,6 +164,22 @@ def import_labels_cmd(obj: Context, path: Path, campaign: str | None, as_json: b
             click.echo(f"rejected: {p}", err=True)
         click.echo(", ".join(f"{k}: {v}" for k, v in data.items() if k != "problems"))
     sys.exit(EXIT_REJECTED if getattr(summary, "rejected", 0) else 0)
+
+
+def _labels_failed(obj: Context, path: Path, exc: Exception) -> None:
+    """End a labels import that failed unexpectedly: record the run, print one line, exit 2."""
+    from labeling.import_runs import describe_error, record_failed_run
+
+    message = f"{path}: {describe_error(exc)}"
+    try:
+        engine = obj.engine
+    except Exception as again:  # the database cannot even be opened
+        not_recorded: str | None = describe_error(again)
+    else:
+        not_recorded = record_failed_run(engine, "labels", path, message)
+    if not_recorded:
+        message += f"; the run could not be recorded ({not_recorded})"
+    fail(message, EXIT_BAD_INPUT)
 
 
 @main.group()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, bindparam, insert, select, update
@@ -10,13 +11,22 @@ from db.bulk import bulk_insert
 from db.engine import RawJSON, write_connection
 from db.models import Prediction, Work, index_applies, utcnow
 
-if TYPE_CHECKING:  # frame.py imports this module
-    from labeling.frame import ImportSummary, Parsed
+if TYPE_CHECKING:
+    from labeling.frame_lines import Parsed
 
 UNVERSIONED = "unversioned"
 
 
-def write_batch(conn: Connection, batch: list[Parsed], summary: ImportSummary) -> None:
+@dataclass
+class StoredCounts:
+    """What writing some batches did (counted into the summary once committed)."""
+
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+
+def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) -> None:
     """Insert new works, update changed ones (keeping superseded predictions), count the rest."""
     ids = [p.work_id for p in batch]
     existing = {

@@ -19,6 +19,7 @@ from db.engine import read_session, write_session
 from db.models import Campaign, ImportRun, Label, User, Work, utcnow
 from labeling.campaigns import MANUAL, add_items, find_campaign, get_or_create_campaign
 from labeling.labels import LabelError, _latest, _record  # the version writer submits use
+from labeling.record import ID_RULE, normalize_work_id
 from labeling.schema import Schema
 from labeling.users import UserError, clean_name
 from labeling.validation import AnswerError, campaign_questions, normalise_value, reevaluate_work
@@ -175,6 +176,9 @@ def _group_rows(
         qname = str(row.get("question") or "").strip()
         if not wid or not who or not qname:
             reject(line, wid, who, "work_id, annotator and question are required")
+            continue
+        if normalize_work_id(wid) != wid:
+            reject(line, wid, who, f"work_id {wid!r} is not an OpenAlex work id ({ID_RULE})")
             continue
         if qname not in questions:
             reject(line, wid, who, f"unknown question '{qname}'")

@@ -37,7 +37,10 @@ MAX_ERROR_HOLD = 86_400.0
 NOT_FOUND = "not found in OpenAlex"
 INVALID_ID = "not an OpenAlex work id"
 SELECT = "id,abstract_inverted_index"
-_ID_RE = re.compile(r"(?:(?:https?://)?(?:api\.)?openalex\.org/)?(?:works/)?W(\d{1,30})", re.I)
+# re.ASCII: \d would also match other scripts' digits ("W１２３" is not a work id).
+_ID_RE = re.compile(
+    r"(?:(?:https?://)?(?:api\.)?openalex\.org/)?(?:works/)?W(\d{1,30})", re.I | re.ASCII
+)
 
 
 def normalize_work_id(work_id: str) -> str | None:

@@ -7,10 +7,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from labeling.record_storage import storage_errors
 from labeling.schema import Question, Schema, get_path
 
 EXPECTED_PREDICTION_STATUS = "machine_predicted_unvalidated"
-_ID_RE = re.compile(r"^(?:https?://openalex\.org/)?(W\d+)$", re.IGNORECASE)
+# re.ASCII: without it \d also matches other scripts' digits ("W１０００００4").
+_ID_RE = re.compile(r"(?:https?://openalex\.org/)?(W[0-9]+)", re.IGNORECASE | re.ASCII)
+ID_RULE = "ASCII W followed by ASCII digits"
 
 _STR_FIELDS = (
     "doi", "title", "lang", "type", "venue", "topic", "field",
@@ -33,13 +36,14 @@ class Checked:
     work_id: str | None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    columns: dict[str, Any] | None = None  # the works row, when the record has no error
 
 
 def normalize_work_id(value: Any) -> str | None:
     """`W123` from `W123` or `https://openalex.org/W123`; None when it is not a work id."""
     if not isinstance(value, str):
         return None
-    m = _ID_RE.match(value.strip())
+    m = _ID_RE.fullmatch(value.strip())
     return m.group(1).upper() if m else None
 
 
@@ -51,13 +55,21 @@ def _type_name(v: Any) -> str:
     return "null" if v is None else type(v).__name__
 
 
+def score_error(v: Any, where: str) -> str:
+    """The message for a score that is a number but not one in [0, 1] (NaN and infinities too)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        name = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+        return f"{where}: score {name}: a number in [0, 1] expected"
+    return f"{where}: score {v!r} outside [0, 1]"
+
+
 def _check_unit(v: Any, where: str, errors: list[str]) -> None:
     if v is None:
         return
     if not _is_number(v):
         errors.append(f"{where}: expected a number in [0, 1], got {_type_name(v)}")
     elif not math.isfinite(v) or not 0.0 <= v <= 1.0:
-        errors.append(f"{where}: score {v!r} outside [0, 1]")
+        errors.append(score_error(v, where))
 
 
 def _check_vector(v: Any, n: int, where: str, errors: list[str]) -> bool:
@@ -72,8 +84,12 @@ def _check_vector(v: Any, n: int, where: str, errors: list[str]) -> bool:
     # Fast path for the common case; NaN fails both comparisons, so it is caught too.
     if set(map(type, v)) <= _NUMBER_TYPES and 0.0 <= min(v) and max(v) <= 1.0:
         return True
-    bad = [x for x in v if not _is_number(x) or not math.isfinite(x) or not 0.0 <= x <= 1.0]
-    errors.append(f"{where}: scores must be numbers in [0, 1], got {bad[0]!r}")
+    i, bad = next((i, x) for i, x in enumerate(v)
+                  if not _is_number(x) or not math.isfinite(x) or not 0.0 <= x <= 1.0)  # fmt: skip
+    if _is_number(bad):
+        errors.append(score_error(bad, f"{where}[{i}]"))
+    else:
+        errors.append(f"{where}[{i}]: scores must be numbers in [0, 1], got {bad!r}")
     return False
 
 
@@ -158,8 +174,7 @@ def check_record(rec: Any, schema: Schema) -> Checked:
         return Checked(None, ["missing id"])
     work_id = normalize_work_id(rec["id"])
     if work_id is None:
-        reason = f"id {rec['id']!r} is not an OpenAlex work id (W followed by digits)"
-        return Checked(None, [reason])
+        return Checked(None, [f"id {rec['id']!r} is not an OpenAlex work id ({ID_RULE})"])
     c = Checked(work_id)
     errors = c.errors
     for key in _STR_FIELDS:
@@ -215,6 +230,11 @@ def check_record(rec: Any, schema: Schema) -> Checked:
         _check_question(rec, q, c)
     if errors:
         return c
+    columns = work_columns(rec, work_id)
+    errors.extend(storage_errors(columns))
+    if errors:
+        return c
+    c.columns = columns
     status = pred.get("prediction_status") if pred else None
     if status is not None and status != EXPECTED_PREDICTION_STATUS:
         c.warnings.append(f"prediction_status is {status!r}, not {EXPECTED_PREDICTION_STATUS!r}")
@@ -257,3 +277,10 @@ def split_record(rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | 
 def join_record(bib: dict[str, Any], machine: dict[str, Any] | None) -> dict[str, Any]:
     """The original record from its two stored parts (inverse of split_record)."""
     return {**bib, **(machine or {})}
+
+
+def score_paths(schema: Schema) -> frozenset[str]:
+    """The dotted paths of every score a record may hold (schema vectors and unit scores)."""
+    paths = {path for q in schema.questions for path in q.scores.values()}
+    paths |= {f"prediction.{k}" for k in _PRED_UNIT} | {f"machine_scores.{k}" for k in _MS_UNIT}
+    return frozenset(paths)

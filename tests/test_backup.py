@@ -121,12 +121,16 @@ def test_backup_refuses_to_overwrite_without_force(sqlite_url: str, tmp_path: Pa
 
 
 def test_backup_and_restore_on_postgresql_point_to_pg_dump(tmp_path: Path) -> None:
-    """On PostgreSQL both commands exit 2 and name pg_dump / pg_restore."""
-    url = "postgresql+psycopg://u:p@localhost:1/none"
+    """On PostgreSQL both commands exit 2 and name pg_dump / pg_restore with a libpq URL."""
+    url = "postgresql+psycopg://u:secret@localhost:1/none"
     for cmd in ("backup", "restore"):
         result = run(url, cmd, str(tmp_path / "x.db"))
         assert result.exit_code == 2
-        assert "pg_dump" in result.output and "pg_restore" in result.output
+        assert ('`pg_dump --format=custom --file=labeling.dump "postgresql://u@localhost:1/none"`'
+                in result.output)  # fmt: skip
+        assert '--dbname="postgresql://u@localhost:1/none" labeling.dump`' in result.output
+        assert "+psycopg" not in result.output and "secret" not in result.output
+        assert "PGPASSWORD" in result.output
 
 
 def test_restore_round_trip(sqlite_url: str, tmp_path: Path) -> None:

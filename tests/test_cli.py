@@ -25,7 +25,7 @@ def test_init_migrates_a_new_database(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/new.db"
     result = run(url, "init")
     assert result.exit_code == 0
-    assert "0005_label_summaries" in result.output
+    assert "0006_import_run_outcome" in result.output
 
 
 def test_import_frame_exit_codes_and_summary(sqlite_url, seed_record, tmp_path) -> None:

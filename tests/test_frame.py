@@ -129,7 +129,8 @@ def _bad_lines(seed: dict) -> list[tuple[str, str]]:
         (json.dumps(bool_score), "expected a number in [0, 1], got bool"),
         (json.dumps({"id": "X12"}), "is not an OpenAlex work id"),
         ("[1, 2]", "expected a JSON object"),
-        ('{"id": "W7", "prediction": {"teacher_disagreement_score": NaN}}', "invalid JSON"),
+        ('{"id": "W7", "prediction": {"teacher_disagreement_score": NaN}}',
+         "prediction.teacher_disagreement_score: score NaN: a number in [0, 1] expected"),
         (json.dumps({"id": "W2"}), "duplicate id W2 within the file"),
     ]
 
@@ -237,7 +238,7 @@ def test_migrations_reach_head_on_both_engines(engine):
     from db.engine import alembic_config, current_revision
 
     head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
-    assert head == "0005_label_summaries"
+    assert head == "0006_import_run_outcome"
     assert current_revision(engine) == head
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 0

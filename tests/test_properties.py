@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import itertools
@@ -22,7 +23,7 @@ from sqlalchemy import Engine, func, select
 
 from db.engine import make_engine, read_session, upgrade
 from db.models import Work
-from labeling.frame import FrameReadError, import_frame
+from labeling.frame import FrameReadError, ImportFailed, import_frame
 from labeling.label_import import import_labels
 from labeling.labels import LabelError
 from labeling.schema import Schema, SchemaError, load_schema
@@ -49,7 +50,7 @@ def shared_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     path = tmp_path_factory.mktemp("props") / "props.db"
     engine = make_engine(f"sqlite:///{path}")
     upgrade(engine)
-    add_works(engine, 400, prefix="L")
+    add_works(engine, 400, prefix="W8")  # W80001..: ids a labels file may name
     yield engine
     engine.dispose()
 
@@ -156,11 +157,47 @@ def write_lines(path: Path, lines: list[bytes]) -> Path:
     return path
 
 
+def not_text(raw: bytes) -> bool:
+    """A line that is not UTF-8 text: invalid UTF-8, or a control byte JSON never allows."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return any(b < 0x20 and b not in b"\t\r\n" for b in raw)
+
+
+def expected_stop(raws: list[bytes]) -> int | None:
+    """Where the importer must stop reading (README): the line of a JSON array's start, or the
+    first of 3 non-text lines in a row (or of a file with no text line at all)."""
+    cleaned = [(n, (raw.removeprefix(codecs.BOM_UTF8) if n == 1 else raw).strip())
+               for n, raw in enumerate(raws, start=1)]  # fmt: skip
+    nonblank = [(n, raw) for n, raw in cleaned if raw]
+    if not nonblank:
+        return None
+    first_no, first = nonblank[0]
+    after = first[1:].lstrip()
+    if first.startswith(b"[") and (after in (b"", b"]") or after.startswith(b"{")):
+        return first_no
+    run: list[int] = []
+    for n, raw in nonblank:
+        run = [*run, n] if not_text(raw) else []
+        if len(run) == 3:
+            return run[0]
+    return run[0] if run and len(run) == len(nonblank) else None
+
+
 def _frame_check(engine: Engine, workdir: Path, lines: list[tuple[str, bytes]],
                  strict: bool) -> None:
     before = n_works(engine)
     path = write_lines(workdir / f"{uuid.uuid4().hex}.jsonl", [raw for _, raw in lines])
-    summary = import_frame(engine, path, SCHEMA, strict=strict, progress=False)
+    stop = expected_stop([raw for _, raw in lines])
+    try:
+        summary = import_frame(engine, path, SCHEMA, strict=strict, progress=False)
+        assert stop is None, f"expected a stop at line {stop}"
+    except ImportFailed as exc:
+        assert stop is not None and f": line {stop}: " in str(exc), (stop, str(exc))
+        summary = exc.summary
+        lines = lines[: stop - 1]  # what was read before the stop is imported as usual
     rejected = {p.line for p in summary.problems if p.kind == "rejected"}
     numbered = list(enumerate(lines, start=1))
     bad = {n for n, (kind, _) in numbered if kind == BAD}
@@ -171,8 +208,8 @@ def _frame_check(engine: Engine, workdir: Path, lines: list[tuple[str, bytes]],
     assert all(1 <= n <= len(lines) for n in rejected)
     assert summary.rejected == len(rejected)  # one problem per rejected line
     good_ids = [json.loads(raw)["id"] for kind, raw in lines if kind == GOOD]
-    if strict and summary.rejected:
-        assert summary.aborted
+    if strict and (summary.rejected or stop is not None):
+        assert summary.aborted or summary.failed
         assert summary.inserted + summary.updated + summary.unchanged == 0
         assert n_works(engine) == before, "strict import wrote part of the file"
         assert not ids_present(engine, good_ids)
@@ -205,21 +242,27 @@ def test_frame_import_strict_writes_all_or_nothing(
 @PROPS
 @given(raw=st.binary(max_size=300))
 def test_frame_import_of_arbitrary_bytes(shared_engine: Engine, workdir: Path, raw: bytes) -> None:
-    """Any file content at all: a summary (or FrameReadError for a broken gzip), never a crash."""
+    """Any file content at all: a summary, or ImportFailed naming the file, never a crash."""
     path = workdir / f"{uuid.uuid4().hex}.jsonl"
     path.write_bytes(raw)
+    before = n_works(shared_engine)
     try:
         summary = import_frame(shared_engine, path, SCHEMA, progress=False)
-    except FrameReadError as exc:
-        assert str(path) in str(exc)
-        assert raw.startswith(b"\x1f\x8b")  # only an unreadable gzip stream is unreadable
+    except ImportFailed as exc:
+        assert str(exc).startswith(f"{path}: ")
+        # an unreadable gzip stream, or a file that is no frame (binary, a JSON array)
+        gz = raw.startswith(b"\x1f\x8b")
+        assert gz or expected_stop(raw.split(b"\n")) is not None, str(exc)
+        assert n_works(shared_engine) == before + exc.summary.inserted
         return
     lines = raw.split(b"\n")
     if raw.endswith(b"\n"):
         lines.pop()
-    nonblank = sum(bool(line.strip()) for line in lines)
+    nonblank = sum(bool(line.removeprefix(codecs.BOM_UTF8 if i == 0 else b"").strip())
+                   for i, line in enumerate(lines))  # fmt: skip
     total = summary.inserted + summary.updated + summary.unchanged + summary.rejected
     assert total == nonblank
+    assert n_works(shared_engine) == before + summary.inserted
 
 
 def test_frame_import_of_a_10_mb_title(shared_engine: Engine, tmp_path: Path) -> None:
@@ -244,7 +287,7 @@ def test_frame_import_of_a_missing_file(shared_engine: Engine, tmp_path: Path) -
 # ------------------------------------------------------------------ labels importer
 
 QUESTIONS = {q.name: q for q in SCHEMA.questions}
-LABEL_WORKS = [f"L{i:04d}" for i in range(1, 401)]
+LABEL_WORKS = [f"W8{i:04d}" for i in range(1, 401)]
 
 
 def _good_value(q: Any, rng: random.Random) -> str:
@@ -363,7 +406,7 @@ def test_labels_import_csv_reports_bad_rows_by_line(
 @given(lines=st.lists(st.one_of(
     st.binary(max_size=60).map(lambda b: b.decode("utf-8", "replace").replace("\n", "").encode()),
     st.sampled_from([b"NaN", b'{"work_id": NaN}', b"[" * 50, b'{"a": 1, "a": 2}', b"{",
-                     b'{"work_id": "L0001", "annotator": "x", "question": "genre", '
+                     b'{"work_id": "W80001", "annotator": "x", "question": "genre", '
                      b'"value": Infinity}']),
     JSONISH.map(lambda v: json.dumps(v).encode()),
 ), min_size=1, max_size=8))
@@ -412,9 +455,9 @@ def test_labels_import_of_invalid_utf8(shared_engine: Engine, tmp_path: Path,
                                        suffix: str) -> None:
     """A labels file in the wrong encoding: a LabelError naming it, or the line rejected."""
     path = tmp_path / f"latin1{suffix}"
-    row = {"work_id": "L0001", "annotator": "Jos\u00e9", "question": "genre", "value": "x"}
+    row = {"work_id": "W80001", "annotator": "Jos\u00e9", "question": "genre", "value": "x"}
     if suffix == ".csv":
-        text = "work_id,annotator,question,value\nL0001,Jos\u00e9,genre,x\n"
+        text = "work_id,annotator,question,value\nW80001,Jos\u00e9,genre,x\n"
     else:
         text = json.dumps(row, ensure_ascii=False) + "\n"
     path.write_bytes(text.encode("latin-1"))
