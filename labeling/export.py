@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 import labeling
 from db.engine import write_session
 from db.models import Export, utcnow
+from labeling.csv_cells import FORMULA_START, neutralise, neutralised
 from labeling.export_parallel import iter_tables_parallel
 from labeling.export_rows import (
     LONG_COLUMNS,
@@ -46,14 +47,13 @@ from labeling.gold_table import CHUNK, GoldChunk, iter_tables
 from labeling.label_summary import store as store_summaries
 from labeling.schema import Schema
 
-__all__ = ["FORMATS", "ExportError", "ExportFilters", "ExportPreview", "ExportResult",
-           "export_gold", "long_path", "manifest_path", "preview"]  # fmt: skip
+__all__ = ["FORMATS", "FORMULA_START", "ExportError", "ExportFilters", "ExportPreview",
+           "ExportResult", "export_gold", "long_path", "manifest_path", "neutralise",
+           "preview"]  # fmt: skip
 
 log = logging.getLogger(__name__)
 FORMATS = ("csv", "jsonl", "parquet")
 ROW_GROUP = 16_384
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_FORMULA_FIRST = pa.array(FORMULA_START, pa.string())
 # Strings always quoted, nulls empty: an empty text and a missing value stay different.
 CSV_OPTIONS = pa_csv.WriteOptions(include_header=True, batch_size=8192, delimiter=",",
                                   quoting_style="needed")  # fmt: skip
@@ -111,20 +111,6 @@ def long_path(out: str | Path, fmt: str) -> Path:
 # ---------------------------------------------------------------- writers
 
 
-def neutralise(text: str) -> str:
-    """A CSV cell a spreadsheet would run as a formula, prefixed with an apostrophe."""
-    return "'" + text if text.startswith(FORMULA_START) else text
-
-
-def _neutralised(column: pa.Array) -> pa.Array:
-    """A text column with every formula-starting cell prefixed with an apostrophe."""
-    first = pc.utf8_slice_codeunits(column, 0, 1)
-    risky = pc.fill_null(pc.is_in(first, value_set=_FORMULA_FIRST), False)
-    if not pc.any(risky).as_py():
-        return column
-    return pc.if_else(risky, pc.binary_join_element_wise("'", column, ""), column)
-
-
 def csv_ready(table: pa.Table) -> pa.Table:
     """Text cells neutralised and lists ';'-joined, for a spreadsheet-safe CSV."""
     columns = []
@@ -133,7 +119,7 @@ def csv_ready(table: pa.Table) -> pa.Table:
         if pa.types.is_list(col.type):
             col = pc.binary_join(col, ";")
         if pa.types.is_string(col.type):
-            col = _neutralised(col)
+            col = neutralised(col)
         columns.append(col)
     return pa.table(columns, names=table.column_names)
 
@@ -372,8 +358,10 @@ def _write_manifest(
         "pseudonymized": pseudonymize,
         "pseudonyms": PSEUDONYM_NOTE if pseudonymize else None,
         "csv": "UTF-8, no BOM; text always quoted, so an unquoted empty cell is a missing value "
-               "and \"\" an empty text; multi-label answers ';'-joined; cells starting with = + "
-               "- @ tab or CR are prefixed with an apostrophe" if result.format == "csv" else None,
+               "and \"\" an empty text; multi-label answers ';'-joined; a text cell starting "
+               "with = + - @ tab or CR, possibly after apostrophes, gets one more apostrophe in "
+               "front (import-labels removes exactly that one)" if result.format == "csv"
+               else None,
     }  # fmt: skip
     target = Path(result.manifest_path)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
