@@ -38,6 +38,7 @@ from labeling.export_rows import (
     ExportFilters,
     arrow_schema,
     resolve_campaign,
+    sample_design,
     select_questions,
     status_counts,
     wide_columns,
@@ -319,7 +320,9 @@ def export_gold(
         long_path=str(lpath) if lpath else None, long_rows=side.rows if side else 0,
         long_sha256=long_digest,
     )  # fmt: skip
-    _write_manifest(result, schema, filters, columns, pseudonymize)
+    with engine.connect() as conn:
+        design = sample_design(conn, filters.campaign)
+    _write_manifest(result, schema, filters, columns, pseudonymize, design)
     result.export_id = _record(engine, result, filters, long, pseudonymize, user_id)
     return result
 
@@ -335,7 +338,7 @@ def _store_summaries(engine: Engine, summaries: pa.Table) -> None:
 
 def _write_manifest(
     result: ExportResult, schema: Schema, filters: ExportFilters,
-    columns: list[tuple[str, str]], pseudonymize: bool,
+    columns: list[tuple[str, str]], pseudonymize: bool, design: str,
 ) -> None:
     """Write PATH.manifest.json describing the export."""
     manifest = {
@@ -349,6 +352,7 @@ def _write_manifest(
                    "questions": [q.name for q in select_questions(schema, filters.questions)]},
         "columns": [{"name": c, "type": k} for c, k in columns],
         "order": "work_id ascending",
+        "sample_design": design,
         "labels_file": None if result.long_path is None else {
             "file": Path(result.long_path).name, "sha256": result.long_sha256,
             "row_count": result.long_rows,
