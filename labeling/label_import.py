@@ -31,14 +31,13 @@ from labeling.campaigns import (
 from labeling.inputs import shown, storable
 from labeling.label_read import (
     IMPORT_COLUMNS,
-    INT32,
     NOT_UTF8,
     CellError,
     Row,
-    flag_cell,
+    answer_cell,
+    label_fields,
     open_rows,
     text_cell,
-    time_cell,
     whole_cell,
 )
 from labeling.labels import LabelError, _latest, _record  # the version writer submits use
@@ -56,9 +55,6 @@ _BATCH = 500
 _CAMPAIGN = select(
     Campaign.id, Campaign.name, Campaign.overlap, Campaign.rule, Campaign.questions
 ).where(Campaign.id == bindparam("cid"))
-# Label fields beside the answers: every row of a label that gives one must give the same.
-_META = ("created_at", "confidence", "note", "time_on_item_ms", "model_version",
-         "scores_visible", "schema_hash")  # fmt: skip
 _Key = tuple[str, str, str, str, int]  # campaign, source campaign, work, annotator, version
 
 
@@ -158,35 +154,10 @@ class _Campaigns:
             q.name: q for q in self.schema.questions}  # fmt: skip
 
 
-def _value(question: Question, raw: Any) -> Any:
-    """One cell of a labels file as a checked answer."""
-    if question.kind == "multi":
-        if raw is None or isinstance(raw, str):
-            raw = [p.strip() for p in (raw or "").split(";") if p.strip()]
-        return normalise_value(question, raw)
-    if raw is None or raw == "":
-        raise AnswerError(f"question '{question.name}': no value")
-    return normalise_value(question, raw)
-
-
-def _meta(row: Row) -> dict[str, Any]:
-    """The label fields a row gives (empty cells left out); CellError on a bad one."""
-    values = {
-        "created_at": time_cell(row, "created_at"),
-        "confidence": whole_cell(row, "confidence", INT32[0]),
-        "note": text_cell(row, "note"),
-        "time_on_item_ms": whole_cell(row, "time_on_item_ms", 0),
-        "model_version": text_cell(row, "model_version", limit=128),
-        "scores_visible": flag_cell(row, "scores_visible"),
-        "schema_hash": text_cell(row, "schema_hash", limit=64),
-    }
-    return {k: v for k, v in values.items() if v is not None}
-
-
 def _add_row(label: _Label, line: int, qname: str, question: Question, row: Row) -> None:
     """Fold one row into its label; AnswerError, CellError or ValueError when it cannot be."""
-    value = _value(question, row.get("value"))
-    for name, got in _meta(row).items():
+    value = answer_cell(question, row.get("value"))
+    for name, got in label_fields(row).items():
         before = label.meta.setdefault(name, (got, line))
         if before[0] != got:
             raise CellError(f"{name} {shown(str(got))[:60]!r} differs from line {before[1]}'s "

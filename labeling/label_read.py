@@ -20,6 +20,8 @@ from typing import Any
 from labeling.csv_cells import unneutralise
 from labeling.inputs import shown, storable
 from labeling.labels import LabelError
+from labeling.schema import Question
+from labeling.validation import AnswerError, normalise_value
 
 IMPORT_COLUMNS = ("work_id", "annotator", "question", "value")
 NOT_UTF8 = "not UTF-8 text"
@@ -221,3 +223,29 @@ def flag_cell(row: Row, key: str) -> bool | None:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     raise CellError(f"{key} {shown(repr(value))[:60]}: true or false expected")
+
+
+def answer_cell(question: Question, raw: Any) -> Any:
+    """One cell of a labels file as a checked answer."""
+    if question.kind == "multi":
+        if raw is None or isinstance(raw, str):
+            raw = [p.strip() for p in (raw or "").split(";") if p.strip()]
+        return normalise_value(question, raw)
+    if raw is None or raw == "":
+        raise AnswerError(f"question '{question.name}': no value")
+    return normalise_value(question, raw)
+
+
+def label_fields(row: Row) -> dict[str, Any]:
+    """The label fields beside the answers a row gives (empty cells left out); CellError on
+    a bad one. Every row of one label that gives a field must give the same value."""
+    values = {
+        "created_at": time_cell(row, "created_at"),
+        "confidence": whole_cell(row, "confidence", INT32[0]),
+        "note": text_cell(row, "note"),
+        "time_on_item_ms": whole_cell(row, "time_on_item_ms", 0),
+        "model_version": text_cell(row, "model_version", limit=128),
+        "scores_visible": flag_cell(row, "scores_visible"),
+        "schema_hash": text_cell(row, "schema_hash", limit=64),
+    }
+    return {k: v for k, v in values.items() if v is not None}
