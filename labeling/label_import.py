@@ -132,6 +132,7 @@ class _Campaigns:
         """Resolve a forced campaign (name or id); LabelError when it cannot be a name."""
         self.engine, self.schema = engine, schema
         self.found: dict[str, CampaignInfo | None] = {}
+        self._questions: dict[str, dict[str, Question]] = {}
         self.forced: str | None = None
         if forced is not None:
             info = find_campaign(engine, forced)
@@ -149,9 +150,11 @@ class _Campaigns:
 
     def questions(self, name: str) -> dict[str, Question]:
         """The questions a campaign asks (a new campaign asks all of the schema's)."""
-        info = self.info(name)
-        return {q.name: q for q in campaign_questions(info, self.schema)} if info else {
-            q.name: q for q in self.schema.questions}  # fmt: skip
+        if name not in self._questions:
+            info = self.info(name)
+            asked = campaign_questions(info, self.schema) if info else self.schema.questions
+            self._questions[name] = {q.name: q for q in asked}
+        return self._questions[name]
 
 
 def _add_row(label: _Label, line: int, qname: str, question: Question, row: Row) -> None:
