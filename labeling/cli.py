@@ -141,12 +141,14 @@ def import_frame_cmd(obj: Context, path: Path, schema_path: str | None, strict: 
 
 @main.command("import-labels")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--campaign", help="Attach the labels to this campaign (created if missing).")
+@click.option("--campaign", help="File every label under this campaign (created if missing); "
+              "default: each row's campaign column, else 'imported'.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
 def import_labels_cmd(obj: Context, path: Path, campaign: str | None, as_json: bool) -> None:
-    """Import human labels (long CSV or JSONL: work_id, annotator, question, value)."""
-    from labeling.label_import import import_labels
+    """Import human labels (long CSV, JSONL or Parquet: work_id, annotator, question, value;
+    an export's --long file as is): exit 0 all imported, 3 lines rejected, 2 unreadable."""
+    from labeling.label_import import import_labels, report_lines
     from labeling.labels import LabelError
 
     schema = obj.schema()
@@ -156,14 +158,14 @@ def import_labels_cmd(obj: Context, path: Path, campaign: str | None, as_json: b
         fail(str(exc), EXIT_BAD_INPUT)
     except Exception as exc:  # a database error: one line, and the run recorded as failed
         _labels_failed(obj, path, exc)
-    data = summary.as_dict() if hasattr(summary, "as_dict") else vars(summary)
     if as_json:
-        _echo_json(data)
+        _echo_json(summary.as_dict())
     else:
-        for p in getattr(summary, "problems", [])[:50]:
-            click.echo(f"rejected: {p}", err=True)
-        click.echo(", ".join(f"{k}: {v}" for k, v in data.items() if k != "problems"))
-    sys.exit(EXIT_REJECTED if getattr(summary, "rejected", 0) else 0)
+        problems, done = report_lines(summary)
+        for line in problems:
+            click.echo(line, err=True)
+        click.echo(done)
+    sys.exit(EXIT_REJECTED if summary.rejected else 0)
 
 
 def _labels_failed(obj: Context, path: Path, exc: Exception) -> None:

@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 import labeling
 from db.engine import write_session
 from db.models import Export, utcnow
+from labeling.csv_cells import FORMULA_START, neutralise, neutralised
 from labeling.export_parallel import iter_tables_parallel
 from labeling.export_rows import (
     LONG_COLUMNS,
@@ -37,6 +38,7 @@ from labeling.export_rows import (
     ExportFilters,
     arrow_schema,
     resolve_campaign,
+    sample_design,
     select_questions,
     status_counts,
     wide_columns,
@@ -46,14 +48,13 @@ from labeling.gold_table import CHUNK, GoldChunk, iter_tables
 from labeling.label_summary import store as store_summaries
 from labeling.schema import Schema
 
-__all__ = ["FORMATS", "ExportError", "ExportFilters", "ExportPreview", "ExportResult",
-           "export_gold", "long_path", "manifest_path", "preview"]  # fmt: skip
+__all__ = ["FORMATS", "FORMULA_START", "ExportError", "ExportFilters", "ExportPreview",
+           "ExportResult", "export_gold", "long_path", "manifest_path", "neutralise",
+           "preview"]  # fmt: skip
 
 log = logging.getLogger(__name__)
 FORMATS = ("csv", "jsonl", "parquet")
 ROW_GROUP = 16_384
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_FORMULA_FIRST = pa.array(FORMULA_START, pa.string())
 # Strings always quoted, nulls empty: an empty text and a missing value stay different.
 CSV_OPTIONS = pa_csv.WriteOptions(include_header=True, batch_size=8192, delimiter=",",
                                   quoting_style="needed")  # fmt: skip
@@ -111,20 +112,6 @@ def long_path(out: str | Path, fmt: str) -> Path:
 # ---------------------------------------------------------------- writers
 
 
-def neutralise(text: str) -> str:
-    """A CSV cell a spreadsheet would run as a formula, prefixed with an apostrophe."""
-    return "'" + text if text.startswith(FORMULA_START) else text
-
-
-def _neutralised(column: pa.Array) -> pa.Array:
-    """A text column with every formula-starting cell prefixed with an apostrophe."""
-    first = pc.utf8_slice_codeunits(column, 0, 1)
-    risky = pc.fill_null(pc.is_in(first, value_set=_FORMULA_FIRST), False)
-    if not pc.any(risky).as_py():
-        return column
-    return pc.if_else(risky, pc.binary_join_element_wise("'", column, ""), column)
-
-
 def csv_ready(table: pa.Table) -> pa.Table:
     """Text cells neutralised and lists ';'-joined, for a spreadsheet-safe CSV."""
     columns = []
@@ -133,7 +120,7 @@ def csv_ready(table: pa.Table) -> pa.Table:
         if pa.types.is_list(col.type):
             col = pc.binary_join(col, ";")
         if pa.types.is_string(col.type):
-            col = _neutralised(col)
+            col = neutralised(col)
         columns.append(col)
     return pa.table(columns, names=table.column_names)
 
@@ -333,7 +320,9 @@ def export_gold(
         long_path=str(lpath) if lpath else None, long_rows=side.rows if side else 0,
         long_sha256=long_digest,
     )  # fmt: skip
-    _write_manifest(result, schema, filters, columns, pseudonymize)
+    with engine.connect() as conn:
+        design = sample_design(conn, filters.campaign)
+    _write_manifest(result, schema, filters, columns, pseudonymize, design)
     result.export_id = _record(engine, result, filters, long, pseudonymize, user_id)
     return result
 
@@ -349,7 +338,7 @@ def _store_summaries(engine: Engine, summaries: pa.Table) -> None:
 
 def _write_manifest(
     result: ExportResult, schema: Schema, filters: ExportFilters,
-    columns: list[tuple[str, str]], pseudonymize: bool,
+    columns: list[tuple[str, str]], pseudonymize: bool, design: str,
 ) -> None:
     """Write PATH.manifest.json describing the export."""
     manifest = {
@@ -363,6 +352,7 @@ def _write_manifest(
                    "questions": [q.name for q in select_questions(schema, filters.questions)]},
         "columns": [{"name": c, "type": k} for c, k in columns],
         "order": "work_id ascending",
+        "sample_design": design,
         "labels_file": None if result.long_path is None else {
             "file": Path(result.long_path).name, "sha256": result.long_sha256,
             "row_count": result.long_rows,
@@ -372,8 +362,10 @@ def _write_manifest(
         "pseudonymized": pseudonymize,
         "pseudonyms": PSEUDONYM_NOTE if pseudonymize else None,
         "csv": "UTF-8, no BOM; text always quoted, so an unquoted empty cell is a missing value "
-               "and \"\" an empty text; multi-label answers ';'-joined; cells starting with = + "
-               "- @ tab or CR are prefixed with an apostrophe" if result.format == "csv" else None,
+               "and \"\" an empty text; multi-label answers ';'-joined; a text cell starting "
+               "with = + - @ tab or CR, possibly after apostrophes, gets one more apostrophe in "
+               "front (import-labels removes exactly that one)" if result.format == "csv"
+               else None,
     }  # fmt: skip
     target = Path(result.manifest_path)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")

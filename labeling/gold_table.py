@@ -23,7 +23,6 @@ from sqlalchemy import Connection, Text, cast, select
 
 from db.models import STATUS_VALIDATED, Campaign, CampaignItem, Prediction, User, Work
 from labeling.export_rows import (
-    VIA_CAMPAIGN,
     ExportFilters,
     Pseudonymizer,
     arrow_schema,
@@ -131,9 +130,9 @@ def _context(conn: Connection, schema: Schema, filters: ExportFilters, pseudo: b
     campaign_id = camp.id if camp is not None else None
     campaigns = {c.id: c for c in conn.execute(
         select(Campaign.id, Campaign.name, Campaign.is_probability_sample))}  # fmt: skip
-    sample_ids = sorted(c for c, row in campaigns.items() if row.is_probability_sample)
-    if campaign_id is not None:
-        sample_ids = [c for c in sample_ids if c == campaign_id]
+    # Design columns belong to one (work, sample) pair: filled only for the sample named.
+    sampled = camp is not None and campaigns[campaign_id].is_probability_sample
+    sample_ids = [campaign_id] if sampled else []
     pseudonymizer = Pseudonymizer.for_database(conn) if pseudo else Pseudonymizer(None)
     users = dict(conn.execute(select(User.id, User.name)).all())
     names = {uid: pseudonymizer(name) for uid, name in users.items()}
@@ -177,7 +176,7 @@ def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> Gol
     cols.update(by_distinct(lambda t: _stored_machine(ctx, t), ctx.machine_types, machines))
     for k, col in enumerate(SCORE_FROM_WORK):
         cols[col] = pa.array(scores[k], pa.float64())
-    cols.update(_samples(conn, ctx, ids, vias))
+    cols.update(_samples(conn, ctx, ids))
     table = pa.table({f.name: cols[f.name] for f in ctx.schema_arrow}, schema=ctx.schema_arrow)
     long = (long_labels(conn, ctx.questions, ctx.campaigns, ctx.names, ctx.campaign_id, ids)
             if with_labels else [])  # fmt: skip
@@ -245,32 +244,24 @@ def _history(conn: Connection, wanted: set[tuple[str, str]]) -> dict[tuple[str, 
     }  # fmt: skip
 
 
-def _samples(
-    conn: Connection, ctx: _Context, ids: list[str], vias: list[str | None]
-) -> dict[str, Any]:
-    """Probability-sample campaign, stratum, inclusion probability and weight per work."""
+def _samples(conn: Connection, ctx: _Context, ids: list[str]) -> dict[str, Any]:
+    """Sample campaign, stratum, inclusion probability and weight per work: those of the
+    probability sample the export is filtered to (--campaign), else empty (see README)."""
     n = len(ids)
     campaign: list[str | None] = [None] * n
     stratum: list[str | None] = [None] * n
     prob: list[float | None] = [None] * n
     if ctx.sample_ids:
-        items: dict[str, dict[int, Any]] = {}
-        for item in conn.execute(
-            select(CampaignItem.work_id, CampaignItem.campaign_id, CampaignItem.stratum,
-                   CampaignItem.inclusion_prob)
-            .where(CampaignItem.campaign_id.in_(ctx.sample_ids),
+        (cid,) = ctx.sample_ids
+        items = {item.work_id: item for item in conn.execute(
+            select(CampaignItem.work_id, CampaignItem.stratum, CampaignItem.inclusion_prob)
+            .where(CampaignItem.campaign_id == cid,
                    CampaignItem.work_id >= ids[0], CampaignItem.work_id <= ids[-1])
-        ):  # fmt: skip
-            items.setdefault(item.work_id, {})[item.campaign_id] = item
+        )}  # fmt: skip
         for i, wid in enumerate(ids):
-            if wid not in items:
-                continue
-            # A work validated through one sample reports that sample's design.
-            via = VIA_CAMPAIGN.match(vias[i] or "")
-            cid = int(via.group(2)) if via and int(via.group(2)) in items[wid] else min(items[wid])
-            item = items[wid][cid]
-            campaign[i], stratum[i] = ctx.campaigns[cid].name, item.stratum
-            prob[i] = item.inclusion_prob
+            if (item := items.get(wid)) is not None:
+                campaign[i], stratum[i] = ctx.campaigns[cid].name, item.stratum
+                prob[i] = item.inclusion_prob
     probs = pa.array(prob, pa.float64())
     weight = pc.if_else(pc.greater(probs, 0), pc.divide(1.0, probs), pa.nulls(n, pa.float64()))
     return {"sample_campaign": pa.array(campaign, pa.string()),

@@ -145,8 +145,13 @@ def test_each_format_reads_back(gold: Engine, schema: Schema, tmp_path: Path, fm
     assert by_id.loc["W01", "machine_study_design_codex"] == "design_other"
     assert by_id.loc["W01", "machine_genre_gemma"] == "empirical"
     assert by_id.loc["W01", "model_version"] == "metacan-v3-hybrid-931329e0061c"
-    sampled = by_id[by_id["sample_campaign"].astype(str) == "sample"]
-    assert len(sampled) == 2
+    # Design columns belong to a (work, sample) pair: empty unless the sample is named.
+    for col in ("sample_campaign", "stratum", "inclusion_prob", "weight"):
+        assert (by_id[col].isna() | (by_id[col] == "")).all(), col
+    out = tmp_path / f"sample.{fmt}"
+    _export(gold, schema, out, fmt, campaign="sample")
+    sampled = _read(out, fmt)
+    assert len(sampled) == 2 and set(sampled["sample_campaign"]) == {"sample"}
     assert float(sampled["inclusion_prob"].iloc[0]) == pytest.approx(2 / 3)
     assert float(sampled["weight"].iloc[0]) == pytest.approx(1.5)
     assert all(str(s).startswith("score_max") for s in sampled["stratum"])

@@ -270,7 +270,8 @@ def _csv(path: Path, rows: list[str]) -> Path:
 
 
 def test_import_csv(engine: Engine, schema: Schema, tmp_path: Path) -> None:
-    """CSV import: groups rows, rejects bad lines with reasons, is idempotent."""
+    """CSV import: groups rows, rejects bad lines with reasons (a label with a bad row whole),
+    is idempotent."""
     add_works(engine, 3)
     add_user(engine, "ann")
     create_campaign(engine, name="imported", strategy="manual",
@@ -296,11 +297,15 @@ def test_import_csv(engine: Engine, schema: Schema, tmp_path: Path) -> None:
     path = _csv(tmp_path / "labels.csv", rows)
     summary = import_labels(engine, path, schema)
     assert (summary.rows, summary.imported, summary.duplicates, summary.rejected) == (
-        16, 4, 0, 7)
+        16, 3, 0, 9)
     assert summary.campaign == "imported" and summary.users_created == ["bob"]
     assert summary.works_added == 2
     problems = {p.line: p for p in summary.problems}
-    assert set(problems) == {11, 12, 13, 14, 15, 16, 17}
+    assert set(problems) == {8, 9, 11, 12, 13, 14, 15, 16, 17}
+    for line in (8, 9):  # ann's label on W0002 goes with its contradicting line 15
+        assert problems[line].reason == (
+            "part of a rejected label (line 15: question 'genre' already answered 'review' "
+            "above)")
     assert "unknown work W9999" in problems[11].reason and problems[11].work_id == "W9999"
     assert "unknown question 'mood'" in problems[12].reason
     assert "'sonnet' is not one of" in problems[13].reason
@@ -310,7 +315,7 @@ def test_import_csv(engine: Engine, schema: Schema, tmp_path: Path) -> None:
     camp = get_campaign(engine, "imported")
     assert camp.strategy == "manual" and camp.n_items == 2
     assert _status(engine, "W0001") == STATUS_VALIDATED
-    assert _status(engine, "W0002") == STATUS_DISPUTED
+    assert _status(engine, "W0002") == STATUS_IN_REVIEW  # bob's label only, and partial
     assert _status(engine, "W0003") == STATUS_UNVALIDATED
     with read_session(engine) as session:
         bob = session.execute(select(User).where(User.name == "bob")).scalar_one()
@@ -322,10 +327,10 @@ def test_import_csv(engine: Engine, schema: Schema, tmp_path: Path) -> None:
         assert label.created_at.isoformat() == "2024-05-01T10:00:00+00:00"
         assert label.answers["categories"] == ["Bibliometrics", "Open science"]
         run = session.execute(select(ImportRun)).scalar_one()
-        assert run.kind == "labels" and run.summary["imported"] == 4
+        assert run.kind == "labels" and run.summary["imported"] == 3
     again = import_labels(engine, path, schema)
-    assert (again.imported, again.duplicates, again.rejected) == (0, 4, 7)
-    assert _count(engine, Label) == 4
+    assert (again.imported, again.duplicates, again.rejected) == (0, 3, 9)
+    assert _count(engine, Label) == 3
 
 
 def test_import_jsonl_gz_into_named_campaign_and_update(
@@ -362,7 +367,7 @@ def test_import_jsonl_gz_into_named_campaign_and_update(
 
 
 def test_import_bad_files(engine: Engine, schema: Schema, tmp_path: Path) -> None:
-    """Files without the columns or of unknown type are refused; a new campaign is created."""
+    """Files without the columns or of unknown type are refused, and create no campaign."""
     bad = tmp_path / "labels.csv"
     bad.write_text("work,who\nW1,a\n", encoding="utf-8")
     with pytest.raises(LabelError, match="missing columns work_id, annotator, question, value"):
@@ -375,5 +380,4 @@ def test_import_bad_files(engine: Engine, schema: Schema, tmp_path: Path) -> Non
         import_labels(engine, bad, schema, campaign="fresh")
     from labeling.campaigns import find_campaign
 
-    created = find_campaign(engine, "fresh")
-    assert created is not None and created.strategy == "manual"
+    assert find_campaign(engine, "fresh") is None
