@@ -77,7 +77,10 @@ def json_line(draw: st.DrawFn) -> bytes:
         value = json.loads(json.dumps(SEED))
         value["id"] = draw(IDS)
         for _ in range(draw(st.integers(0, 3))):
-            node = value if draw(st.booleans()) else value["prediction"]
+            pred = value.get("prediction")
+            # An earlier round may have replaced "prediction" with any JSON: then the top.
+            usable = isinstance(pred, dict) and pred
+            node = pred if usable and draw(st.booleans()) else value
             node[draw(st.sampled_from(sorted(node)))] = draw(ANY_JSON)
     return json.dumps(value, ensure_ascii=draw(st.booleans())).encode()
 
