@@ -97,7 +97,7 @@ export function newId() {
 /** Scroll a node into view only as far as needed (nearest edge). */
 export function reveal(node) {
   if (node && typeof node.scrollIntoView === "function") {
-    node.scrollIntoView({ block: "nearest", inline: "nearest" });
+    node.scrollIntoView({ block: "nearest", inline: "nearest", behavior: "instant" });
   }
 }
 
