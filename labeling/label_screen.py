@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 
 from labeling import session as flow
 from labeling.abstracts import Prefetcher
+from labeling.progress import Progress, my_progress
 from labeling.schema import Question, Schema
 from labeling.validation import SKIP_REASONS
 
@@ -64,6 +65,7 @@ class Screen:
     message: tuple[str, str] | None = None  # (kind, text) for the next render only
     ack: str | None = None  # id of the last action applied
     ack_ok: bool = True  # whether it did what it asked (saved, opened, moved on)
+    progress: Progress | None = None  # counted on every run: never behind the database
 
     def shown(self) -> tuple[flow.ItemView | None, flow.Draft | None]:
         """The item on screen: a previous label being edited, else the queue's item."""
@@ -169,8 +171,10 @@ def load(
         screen.item = flow.next_item(engine, screen.campaign_id, screen.user_id, schema,
                                      prefetcher=prefetcher)
         screen.draft = flow.Draft.fresh(screen.item.questions)
+        screen.progress = screen.item.progress
     else:
         screen.item = flow.keep_lease(engine, screen.item, screen.user_id)
+        screen.progress = my_progress(engine, screen.campaign_id, screen.user_id)
     return screen
 
 

@@ -43,13 +43,13 @@ def _active_manager() -> Any:
 
 def component(name: str) -> Any:
     """The mount function of one component: assets/<name>.js and assets/<name>.css."""
-    _declare(_active_manager())
-    renderer = st.components.v2.component(
-        f"{PROJECT}.{name}", js=f"{name}.js", css=f"{name}.css", isolate_styles=False
-    )
+    renderer: list[Any] = []
 
     def mount(**kwargs: Any) -> Any:
         _declare(_active_manager())  # a new runtime (AppTest makes one per test) needs it too
-        return renderer(**kwargs)
+        if not renderer:  # registered on first use, inside a script run
+            renderer.append(st.components.v2.component(
+                f"{PROJECT}.{name}", js=f"{name}.js", css=f"{name}.css", isolate_styles=False))
+        return renderer[0](**kwargs)
 
     return mount

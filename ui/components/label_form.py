@@ -11,6 +11,7 @@ from typing import Any
 
 from labeling import session as flow
 from labeling.label_screen import Screen
+from labeling.progress import Progress
 from labeling.validation import SKIP_REASONS
 from ui.components import component
 from ui.components.card_data import card_data, details_data, questions_data, teachers_data
@@ -41,8 +42,8 @@ def _feedback(screen: Screen) -> dict[str, Any] | None:
             "teachers": teachers_data(card, fb.item.questions), "details": details_data(card)}
 
 
-def _progress(item: flow.ItemView) -> dict[str, Any]:
-    p = item.progress
+def _progress(item: flow.ItemView, progress: Progress | None) -> dict[str, Any]:
+    p = progress or item.progress
     return {"text": f"{item.campaign_name}: {p.done} of {p.items} works done, {p.remaining} to "
                     f"go · You: {p.mine_labelled} labelled, {p.mine_skipped} skipped",
             "fraction": p.fraction}
@@ -72,7 +73,7 @@ def form_data(screen: Screen, *, user_name: str = "") -> dict[str, Any]:
     editing = item.editing
     ctx = {"user": screen.user_id, "campaign": item.campaign_id, "work": item.work_id,
            "mode": f"edit:{editing.version}" if editing is not None else "queue"}
-    base.update(ctx=ctx, progress=_progress(item), blind=item.blind,
+    base.update(ctx=ctx, progress=_progress(item, screen.progress), blind=item.blind,
                 scores_visible=item.scores_visible)
     if item.work_id is None:
         return {**base, "state": "notice" if item.notice else "done", "notice": item.notice}
