@@ -194,7 +194,8 @@ export function paintQuestions(S, cur, api) {
     });
     if (teach) {
       box.appendChild(el("div", "lf-reading" + (teach.agreement === "disagree" ? " lf-split-line"
-        : ""), `${teach.agreement_text} · ${teach.calls.join(" · ")} · ${teach.reading}`));
+        : ""), `${teach.agreement === "disagree" ? "⚠ " : ""}${teach.agreement_text} · `
+        + teach.reading));
       for (const n of teach.notes) box.appendChild(el("div", "lf-warning", `Inconsistent record: ${n}`));
     }
     return box;
@@ -211,18 +212,6 @@ export function paintActions(S, cur, api) {
       + `${d.editing.version}); saving writes a new version. N returns to the queue.`);
     add(box, add(banner, button("lf-btn", "Back to the queue (N)", api.resume)));
   }
-  const row = el("div", "lf-row");
-  for (const [v, key, name] of CONF) {
-    row.appendChild(button("lf-btn lf-small-btn" + (draft.confidence === v ? " lf-on" : ""),
-                           `${name} (${key})`, () => api.toggleConf(v)));
-  }
-  row.appendChild(button("lf-btn lf-small-btn" + (draft.flagged ? " lf-on" : ""),
-                         draft.flagged ? "⚑ Flagged for lead (F)" : "⚑ Flag for lead (F)",
-                         api.toggleFlag));
-  row.appendChild(button("lf-btn lf-small-btn" + (S.ui.codebook ? " lf-on" : ""),
-                         "Definitions (D)", api.toggleCodebook, "The active question's codebook"));
-  row.appendChild(button("lf-btn lf-small-btn", "Edit previous (B)", api.back));
-  box.appendChild(row);
   const note = el("input", "lf-note");
   note.type = "text";
   note.placeholder = "Note (Tab to write, Esc or Enter to leave)";
@@ -231,19 +220,31 @@ export function paintActions(S, cur, api) {
   note.addEventListener("focus", () => api.noteFocus(true));
   note.addEventListener("blur", () => api.noteFocus(false));
   box.appendChild(note);
-  const go = el("div", "lf-row");
+  const row = el("div", "lf-row");
   const label = S.pending ? "Saving…" : (d.editing ? "Save new version (Enter)"
     : "Submit label (Enter)");
-  go.appendChild(button("lf-btn lf-submit" + (S.pending ? " lf-busy" : ""), label,
-                        () => api.submit(null)));
+  row.appendChild(button("lf-btn lf-submit" + (S.pending ? " lf-busy" : ""), label,
+                         () => api.submit(null)));
+  for (const [v, key, name] of CONF) {
+    row.appendChild(button("lf-btn lf-small-btn" + (draft.confidence === v ? " lf-on" : ""),
+                           `${name} (${key})`, () => api.toggleConf(v)));
+  }
+  row.appendChild(button("lf-btn lf-small-btn" + (draft.flagged ? " lf-on" : ""),
+                         draft.flagged ? "⚑ Flagged (F)" : "⚑ Flag (F)", api.toggleFlag,
+                         "Flag the work for a lead"));
+  row.appendChild(button("lf-btn lf-small-btn" + (S.ui.codebook ? " lf-on" : ""),
+                         "Definitions (D)", api.toggleCodebook, "The active question's codebook"));
+  row.appendChild(button("lf-btn lf-small-btn", "Edit previous (B)", api.back));
+  box.appendChild(row);
+  const skips = el("div", "lf-row");
   d.skip.forEach((s, i) => {
-    go.appendChild(button("lf-btn lf-skip", `Skip: ${s.text} (Alt+${i + 1})`,
-                          () => api.submit(s.reason)));
+    skips.appendChild(button("lf-btn lf-skip", `Skip: ${s.text} (Alt+${i + 1})`,
+                             () => api.submit(s.reason)));
   });
-  box.appendChild(go);
+  box.appendChild(skips);
   const keys = cur.questions.map((q) => q.key).filter(Boolean).join(" ");
-  box.appendChild(el("div", "lf-keys", `Keys: ${keys} or ↑/↓ question · 1–9, 0 (⇧1… from the `
-    + "11th) choose · L/M/H confidence · F flag · D definitions · Tab note · Enter submit · "
-    + "Alt+1–4 skip · B edit previous"));
+  box.appendChild(el("div", "lf-keys", `Keys: ${keys} or ↑/↓ question · 1–9, 0, ⇧1… option · `
+    + "L/M/H confidence · F flag · D definitions · Tab note · Enter submit · Alt+1–4 skip · "
+    + "B edit previous"));
   return box;
 }
