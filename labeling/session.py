@@ -297,6 +297,11 @@ def release(engine: Engine, item: ItemView | None) -> None:
         release_lease(engine, item.campaign_id, item.user_id, item.work_id)
 
 
+def abstract_of(engine: Engine, work_id: str) -> AbstractState:
+    """A work's abstract for a page that shows one work: cached, else fetched now, briefly."""
+    return _abstract(engine, work_id, None, get_settings())
+
+
 def refresh_abstract(engine: Engine, item: ItemView) -> ItemView:
     """The same item with its abstract looked up again (after an error or offline state)."""
     if item.work_id is None:

@@ -13,10 +13,10 @@ from streamlit.testing.v1 import AppTest
 _ids = itertools.count(1)
 
 
-def form(at: AppTest) -> dict[str, Any]:
-    """The data the page gave the label component in its last run."""
-    found = [e for e in at.get("bidi_component") if e.proto.component_name.endswith("label_form")]
-    assert found, "the label component is not on the page"
+def form(at: AppTest, name: str = "label_form") -> dict[str, Any]:
+    """The data the page gave a component (the label form by default) in its last run."""
+    found = [e for e in at.get("bidi_component") if e.proto.component_name.endswith(name)]
+    assert found, f"the {name} component is not on the page"
     return json.loads(found[-1].proto.json)
 
 
@@ -27,14 +27,16 @@ def first_answers(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class Browser:
-    """Stands in for assets/label_form.js: each `send` is one trigger and one rerun."""
+    """Stands in for a component's JS (assets/<name>.js): each `send` is one trigger and one
+    rerun."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from ui.components import label_form
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, name: str = "label_form") -> None:
+        import importlib
 
+        module = importlib.import_module(f"ui.components.{name}")
         self.queue: list[Any] = []
         self.sent: list[Any] = []
-        monkeypatch.setattr(label_form, "action", lambda state: self._next())
+        monkeypatch.setattr(module, "action", lambda state: self._next())
 
     def _next(self) -> Any:
         return self.queue.pop(0) if self.queue else None

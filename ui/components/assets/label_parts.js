@@ -137,7 +137,7 @@ function codebook(q) {
   return box;
 }
 
-function optionRow(q, i, chosen, teach, names, onPick) {
+export function optionRow(q, i, chosen, teach, names, onPick) {
   const lab = q.labels[i];
   const row = button("lf-opt" + (chosen ? " lf-chosen" : ""), null, onPick,
                      q.label_definitions[i] || null);
