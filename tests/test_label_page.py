@@ -7,83 +7,30 @@ check what is stored and what the page gives the component to show next.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import streamlit as st
-from sqlalchemy import Engine, select
 from streamlit.testing.v1 import AppTest
 
-from db.engine import read_session
-from db.models import Label
-from labeling.database import dispose_all, get_engine, init_db
-from labeling.settings import DEFAULT_SCHEMA, get_settings
-from tests.label_page import Browser, first_answers, form
-
-APP = Path(__file__).resolve().parents[1] / "app.py"
-SEED = Path(__file__).resolve().parent / "fixtures" / "seed_record.json"
-PASSWORD = "pw-label-test"
-HOSTILE = "<script>alert(1)</script> [x](javascript:alert(2)) **bold** :red[red] $x$"
-
-
-def seed_records(n: int, *, hostile_first: bool = False) -> list[dict[str, Any]]:
-    """N copies of the seed record with distinct ids, titles and decreasing machine scores."""
-    seed = json.loads(SEED.read_text(encoding="utf-8"))
-    out = []
-    for i in range(n):
-        rec = json.loads(json.dumps(seed))
-        rec["id"] = f"W{9000001 + i}"
-        title = f"Test work {i + 1}: {seed['title']}"
-        rec["title"] = HOSTILE if hostile_first and i == 0 else title
-        rec["has_abstract"] = i % 4 != 3
-        opus = round(0.9 - i * 0.8 / max(n, 1), 6)
-        rec["machine_scores"].update(score_opus=opus, score_gpt=opus / 2,
-                                     score_spread=round(opus / 2, 6))
-        out.append(rec)
-    return out
-
-
-def build_label_db(
-    url: str, tmp: Path, *, n: int = 12, hostile_first: bool = False, cache_all: bool = False
-) -> Engine:
-    """N seed-like works, cached abstracts, one user per role and four campaigns.
-
-    Abstracts: 3 works in 4 have one; the last work is not cached (offline state) unless
-    cache_all, which gives every work an abstract. Campaigns: "top" (overlap 2), "blind",
-    "tail" (only the lowest-scored work) and "sample" (stratified).
-    """
-    from labeling.campaigns import create_campaign
-    from labeling.demo import seed_abstract_cache
-    from labeling.frame import import_frame
-    from labeling.schema import load_schema
-    from labeling.users import add_user
-
-    engine = init_db(url)
-    schema = load_schema(DEFAULT_SCHEMA)
-    records = seed_records(n, hostile_first=hostile_first)
-    frame = tmp / "frame.jsonl"
-    frame.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    import_frame(engine, frame, schema, progress=False)
-    if cache_all:
-        for r in records:
-            r["has_abstract"] = True
-    seed_abstract_cache(engine, {
-        r["id"]: (f"Abstract of {r['id']}: <b>not bold</b> [link](javascript:x) the work "
-                  "studies GPU clusters." if r["has_abstract"] else None)
-        for r in (records if cache_all else records[:-1])
-    })
-    for name, role in (("annotator", "annotator"), ("annotator2", "annotator"), ("lead", "lead"),
-                       ("exporter", "exporter"), ("admin", "admin")):
-        add_user(engine, name, role, PASSWORD)
-    create_campaign(engine, name="top", strategy="score_opus", overlap=2)
-    create_campaign(engine, name="blind", strategy="score_opus", overlap=1, blind=True)
-    lowest = min(r["machine_scores"]["score_opus"] for r in records)
-    create_campaign(engine, name="tail", strategy="score_opus",
-                    filter={"score_opus": [None, lowest + 1e-9]})
-    return engine
+from labeling.database import dispose_all, get_engine
+from labeling.settings import get_settings
+from tests.label_page import (  # noqa: F401 - the helpers other test modules import from here
+    APP,
+    HOSTILE,
+    PASSWORD,
+    Browser,
+    build_label_db,
+    first_answers,
+    form,
+    labels,
+    login,
+    plain,
+    seed_records,
+    texts,
+)
 
 
 @pytest.fixture
@@ -102,37 +49,6 @@ def label_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     st.cache_resource.clear()
     get_settings.cache_clear()
     dispose_all()
-
-
-def login(name: str, page: str | None = "pages/label.py") -> AppTest:
-    """Run the app, sign in, and open a page."""
-    at = AppTest.from_file(str(APP), default_timeout=30).run()
-    at.text_input(key="login_name").input(name)
-    at.text_input(key="login_password").input(PASSWORD)
-    at.button[0].click().run()
-    assert not at.exception, at.exception
-    if page:
-        at.switch_page(page).run()
-        assert not at.exception, at.exception
-    return at
-
-
-def labels(url: str) -> list[Label]:
-    """Every stored label version, oldest first (detached, attributes loaded)."""
-    with read_session(get_engine(url)) as session:
-        rows = list(session.execute(select(Label).order_by(Label.id)).scalars())
-        session.expunge_all()
-    return rows
-
-
-def plain(markdown_text: str) -> str:
-    """Escaped Markdown back to the text it shows."""
-    return re.sub(r"\\(.)", r"\1", markdown_text)
-
-
-def texts(at: AppTest) -> list[str]:
-    """The bodies of every st.text element."""
-    return [t.value for t in at.text]
 
 
 @pytest.fixture
@@ -406,52 +322,6 @@ def test_exporter_cannot_open_the_label_page(label_db: str) -> None:
     page.run()
     assert page.error and "do not have access" in page.error[0].value
     assert not page.button and not page.get("bidi_component")
-
-
-def test_annotator_cannot_open_the_campaigns_page(label_db: str) -> None:
-    at = login("annotator", page=None)
-    with pytest.raises(ValueError, match="Could not find a navigation page"):
-        at.switch_page("pages/campaigns.py")
-    page = AppTest.from_file(str(APP.parent / "pages" / "campaigns.py"), default_timeout=30)
-    page.session_state["auth_token"] = at.session_state["auth_token"]
-    page.run()
-    assert page.error and "do not have access" in page.error[0].value
-
-
-# ------------------------------------------------------------------ campaigns page
-
-
-def test_lead_creates_a_campaign_and_sees_its_progress(label_db: str) -> None:
-    at = login("lead", page="pages/campaigns.py")
-    assert at.title[0].value == "Campaigns"
-    at.text_input(key="new_name").input("sample-5")
-    at.selectbox(key="new_strategy").set_value("random")
-    at.number_input(key="new_n").set_value(5)
-    at.number_input(key="new_seed").set_value(3)
-    at.number_input(key="new_overlap").set_value(2)
-    at.checkbox(key="new_blind").check()
-    at.multiselect(key="new_questions").set_value(["genre", "categories"])
-    at.text_input(key="new_routes").input("ca_aff=true")
-    at.button(key="create_campaign").click().run()
-    assert not at.exception, at.exception
-    assert plain(at.success[0].value) == "Created 'sample-5' with 5 works (a probability sample)."
-    from labeling.campaigns import get_campaign
-
-    info = get_campaign(get_engine(label_db), "sample-5")
-    assert (info.strategy, info.overlap, info.blind, info.n_items) == ("random", 2, True, 5)
-    assert info.questions == ("genre", "categories") and info.filter == {"routes": {"ca_aff": True}}
-    assert info.is_probability_sample and info.sample["seed"] == 3
-    at.selectbox(key="camp_pick").set_value(info).run()
-    assert not at.exception, at.exception
-    assert "0 of 5 works have all their labels" in at.get("progress")[0].proto.text
-
-
-def test_campaign_form_errors_are_shown_not_raised(label_db: str) -> None:
-    at = login("lead", page="pages/campaigns.py")
-    at.text_input(key="new_name").input("top")  # exists already
-    at.button(key="create_campaign").click().run()
-    assert not at.exception, at.exception
-    assert "already exists" in at.error[0].value
 
 
 def test_a_campaign_asking_two_questions_shows_only_those(label_db: str, browser: Browser) -> None:

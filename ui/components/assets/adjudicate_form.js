@@ -251,7 +251,11 @@ function paintForm(revealActive) {
   S.parts.form.replaceWith(form);
   S.parts.form = form;
   S.parts.reason = form.querySelector(".lf-note");
-  if (typing && S.parts.reason) S.parts.reason.focus();
+  if (typing && S.parts.reason) {  // a render while writing: keep writing, at the end
+    const input = S.parts.reason;
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  }
   if (revealActive) reveal(form.querySelector(".lf-q.lf-active"));
 }
 

@@ -273,7 +273,11 @@ function paintForm(revealActive) {
   S.parts.form.replaceWith(form);
   S.parts.form = form;
   S.parts.note = form.querySelector(".lf-note");
-  if (typing && S.parts.note) S.parts.note.focus();
+  if (typing && S.parts.note) {  // a render while writing: keep writing, at the end
+    const input = S.parts.note;
+    input.focus();
+    input.setSelectionRange(input.value.length, input.value.length);
+  }
   if (revealActive) reveal(form.querySelector(".lf-q.lf-active") || form.firstChild);
 }
 
