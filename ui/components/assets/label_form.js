@@ -193,7 +193,13 @@ function handle(k, live) {
     if (!cur) return false;
     used = workKey(k, cur);
   }
-  if (used) paintForm(!S.pending);
+  if (used && S.pending) {
+    // The action is on its way: Streamlit sends it from a zero-delay timer. Painting now would
+    // make the browser draw a frame before that timer runs; paint right after it instead.
+    window.setTimeout(() => paintForm(false), 0);
+  } else if (used) {
+    paintForm(true);
+  }
   return used;
 }
 
