@@ -182,3 +182,43 @@ def test_hostile_title_and_abstract_render_inert(tmp_path: Path) -> None:
         assert page.locator("a[href^='javascript']").count() == 0
         assert page.locator(".lf-abstract b, .lf-title strong").count() == 0
         assert dialogs == []
+
+
+@need_chromium
+def test_a_lead_settles_a_dispute_with_a_handful_of_keys(tmp_path: Path) -> None:
+    """The annotators differ on one question: the form starts from their majority elsewhere,
+    Enter is refused while that question has no majority, then a digit, the reason and Enter
+    settle it."""
+    pytest.importorskip("playwright")
+    from labeling.database import get_engine
+    from tests.factories import answers_for, label_next
+    from tests.test_label_page import PASSWORD, build_label_db
+
+    url = f"sqlite:///{tmp_path / 'lead.db'}"
+    build_label_db(url, tmp_path, n=4).dispose()
+    engine = get_engine(url)
+    schema = load_schema(DEFAULT_SCHEMA)
+    agreed = answers_for(schema, 0)
+    work = label_next(engine, schema, "top", "annotator", agreed)
+    label_next(engine, schema, "top", "annotator2", dict(agreed, genre="methods"))
+    with streamlit_server(url, tmp_path / "streamlit.log") as base, chromium_page() as page:
+        page.goto(base + "/")
+        page.get_by_role("textbox", name="Name").fill("lead")
+        page.get_by_role("textbox", name="Password").fill(PASSWORD)
+        page.keyboard.press("Enter")
+        page.get_by_role("link", name="Adjudicate").click()
+        page.wait_for_selector(".af .lf-title")
+        settle(page)
+        assert page.locator(".af-table .af-disagree .af-q").all_inner_texts() == ["genre"]
+        page.keyboard.press("Enter")  # genre has no majority: refused, said
+        page.wait_for_function("document.querySelector('.lf-msg').textContent"
+                               ".startsWith('No majority on genre')")
+        for key in ["3", "Tab", *"codebook 4.1", "Enter"]:  # genre -> option 3, reason, Enter
+            press(page, key)
+        page.wait_for_function("document.querySelector('.lf-msg').textContent"
+                               ".includes('validated by adjudication')")
+    from tests.test_lead_pages import work as stored_work
+
+    row = stored_work(url, work)
+    genre = schema.question("genre").labels[2]
+    assert row.status == "human_validated" and row.final_answers == dict(agreed, genre=genre)

@@ -30,7 +30,8 @@ function current() {
       const v = d.prefill[q.name];
       answers[q.name] = Array.isArray(v) ? [...v] : (v ?? null);
     }
-    draft = { answers, active: 0, reason: "" };
+    const open = d.questions.findIndex((q) => answers[q.name] == null);
+    draft = { answers, active: Math.max(open, 0), reason: "" };  // start where to decide
     drafts.set(key, draft);
   }
   return { key, draft, questions: d.questions };
