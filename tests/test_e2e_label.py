@@ -103,11 +103,16 @@ def test_ten_works_typed_30ms_apart_are_stored_exactly_as_typed(tmp_path: Path) 
                            note="see refs 2" if i == 2 else "") for i in range(10)]
         typed = [type_work(keys, questions) for keys in plans]
         titles = [title(page)]
-        # One work's keys alone: no message to the server until Enter.
+        # One work's keys alone: no message to the server until Enter. D opens the active
+        # question's definitions; the next work starts with them closed.
         before = len(sent)
-        type_keys(page, plans[0][:-1], (0.03, 0.03), rng)
+        type_keys(page, ["d", *plans[0][:-1]], (0.03, 0.03), rng)
         assert len(sent) == before, "a key other than Enter reached the server"
+        assert page.locator(".lf-codebook").count() == 1
         type_keys(page, plans[0][-1:], (0.03, 0.03), rng)
+        page.wait_for_function(f"document.querySelector('.lf-title').textContent !== "
+                               f"{titles[0]!r}")
+        assert page.locator(".lf-codebook").count() == 0
         edit = ["b", "t", "4", "Enter"]  # after work 6: edit it (domain -> option 4), save
         for i, keys in enumerate(plans[1:], start=1):
             type_keys(page, keys, (0.03, 0.03), rng)
