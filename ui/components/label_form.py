@@ -49,13 +49,8 @@ def _progress(item: flow.ItemView, progress: Progress | None) -> dict[str, Any]:
             "fraction": p.fraction}
 
 
-def form_data(screen: Screen, *, user_name: str = "") -> dict[str, Any]:
-    """Everything the label component shows for the screen's state.
-
-    Args:
-        screen: the page's state after load / apply_action.
-        user_name: shown nowhere; kept out on purpose (the sidebar names the user).
-    """
+def form_data(screen: Screen) -> dict[str, Any]:
+    """Everything the label component shows for the screen's state (after apply_action)."""
     item, draft = screen.shown()
     base: dict[str, Any] = {
         "ack": screen.ack, "ack_ok": screen.ack_ok,
