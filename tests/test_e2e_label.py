@@ -141,7 +141,7 @@ def test_ten_works_typed_30ms_apart_are_stored_exactly_as_typed(tmp_path: Path) 
 def test_keys_typed_0_to_10ms_apart_across_enter_all_count(tmp_path: Path) -> None:
     """No pause at all, even between Enter and the next work's keys: every key counts, on the
     work it was meant for; a double Enter stores one label; a campaign picked in the form
-    takes keys at once."""
+    takes keys at once; then a work labelled with the mouse."""
     pytest.importorskip("playwright")
     questions = list(load_schema(DEFAULT_SCHEMA).questions)
     rng = random.Random(5)
@@ -162,11 +162,20 @@ def test_keys_typed_0_to_10ms_apart_across_enter_all_count(tmp_path: Path) -> No
         time.sleep(0.5)
         rows = stored(url, "annotator2")
         shown = page.locator(".lf-msg").inner_text()
+        # The mouse works too: click each question, its second option, then Submit.
+        by_mouse = {}
+        for q in questions:
+            page.locator(f'.lf-q[data-q="{q.name}"] .lf-qhead').click()
+            page.locator(".lf-q.lf-active .lf-opt").nth(1).click()
+            by_mouse[q.name] = [q.labels[1]] if q.kind == "multi" else q.labels[1]
+        page.locator(".lf-submit").click()
+        mouse_rows = wait_for_labels(url, "annotator2", 7)
     assert len(rows) == 6, [(r.work_id, r.answers) for r in rows]
     for row, want in zip(rows, typed, strict=True):
         assert_row(row, want)
     assert len({r.work_id for r in rows}) == 6
     assert "Saved" in shown
+    assert len(mouse_rows) == 7 and mouse_rows[-1].answers == by_mouse
 
 
 @need_chromium
