@@ -3,8 +3,8 @@
 // and renders the next work. Keys typed while an action is on its way are kept in order and
 // replayed on what the server shows next (or reported, never silently dropped).
 import {
-  add, button, el, isTextField, letterOf, link, listen, newId, optionIndex, optionKey,
-  origin, reveal, snapshot,
+  add, button, el, isTextField, letterOf, listen, newId, optionIndex, optionKey, origin, reveal,
+  snapshot,
 } from "./common.js";
 import { paintActions, paintCard, paintQuestions } from "./label_parts.js";
 
@@ -193,14 +193,16 @@ function handle(k, live) {
     if (!cur) return false;
     used = workKey(k, cur);
   }
-  if (used && S.pending) {
-    // The action is on its way: Streamlit sends it from a zero-delay timer. Painting now would
-    // make the browser draw a frame before that timer runs; paint right after it instead.
-    window.setTimeout(() => paintForm(false), 0);
-  } else if (used) {
-    paintForm(true);
-  }
+  if (used) repaint();
   return used;
+}
+
+/** Paint the form after a change. When an action is on its way, Streamlit sends it from a
+ *  zero-delay timer; painting now would make the browser draw a frame before that timer
+ *  runs, so paint right after it instead. */
+function repaint() {
+  if (S.pending) window.setTimeout(() => paintForm(false), 0);
+  else paintForm(true);
 }
 
 function onKeyDown(ev) {
@@ -269,9 +271,10 @@ function paintForm(revealActive) {
   const form = el("div", "lf-form");
   add(form, paintMessage());
   if (d.state === "work" && cur) {
-    add(form, ...paintQuestions(S, cur, { choose: (qi, label) => { choose(cur, qi, label);
-      paintForm(true); }, activate: (qi) => { cur.draft.active = qi; paintForm(true); } }));
-    add(form, paintActions(S, cur, actionsApi()));
+    const api = actionsApi();
+    add(form, ...paintQuestions(S, cur, { choose: (qi, label) => api.choose(cur, qi, label),
+                                          activate: (qi) => api.activate(cur, qi) }));
+    add(form, paintActions(S, cur, api));
   } else {
     add(form, paintEmpty(d));
   }
@@ -287,16 +290,21 @@ function paintForm(revealActive) {
   if (revealActive) reveal(form.querySelector(".lf-q.lf-active") || form.firstChild);
 }
 
+/** What the mouse does: the same as the keys; nothing while an action is on its way (the
+ *  work on screen is being saved or replaced). */
 function actionsApi() {
+  const idle = (fn) => (...args) => { if (!S.pending) fn(...args); };
   return {
-    submit: (skip) => submit(skip, null),
-    toggleConf: (v) => { const c = current(); c.draft.confidence = c.draft.confidence === v
-      ? null : v; paintForm(false); },
-    toggleFlag: () => { const c = current(); c.draft.flagged = !c.draft.flagged;
-      paintForm(false); },
+    submit: idle((skip) => { submit(skip, null); repaint(); }),
+    toggleConf: idle((v) => { const c = current(); c.draft.confidence = c.draft.confidence === v
+      ? null : v; paintForm(false); }),
+    toggleFlag: idle(() => { const c = current(); c.draft.flagged = !c.draft.flagged;
+      paintForm(false); }),
     toggleCodebook: () => { S.ui.codebook = !S.ui.codebook; paintForm(true); },
-    back: () => { if (!S.pending) send("back"); paintForm(false); },
-    resume: () => { if (!S.pending) send("resume"); paintForm(false); },
+    back: idle(() => { send("back"); repaint(); }),
+    resume: idle(() => { send("resume"); repaint(); }),
+    choose: idle((cur, qi, label) => { choose(cur, qi, label); paintForm(true); }),
+    activate: idle((cur, qi) => { cur.draft.active = qi; paintForm(true); }),
     noteFocus: (on) => { S.ui.noteFocus = on; },
     noteInput: (value) => { const c = current(); if (c) c.draft.note = value; },
   };
