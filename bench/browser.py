@@ -149,6 +149,7 @@ def run(works: int, warmup: int) -> dict[str, float | int]:
         "key_messages": sum(r["key_messages"] for r in results),
         "waiting_s_per_work": statistics.median(waiting),
         "wall_s_per_work": statistics.median(r["wall_s"] for r in results),
+        "submits_ms": [round(x, 1) for x in submits],
     }
 
 

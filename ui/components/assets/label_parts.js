@@ -77,12 +77,19 @@ export function detailsBody(details) {
   return body;
 }
 
+/** A fold whose content is built when first opened (the full tables are hundreds of cells:
+ *  building them with every work would slow each new work's first paint). */
 function detailsBox(title, details, open, onToggle) {
   const box = el("details", "lf-details");
-  box.open = open;
   box.appendChild(el("summary", null, title));
-  box.addEventListener("toggle", () => onToggle && onToggle(box.open));
-  box.appendChild(detailsBody(details));
+  const fill = () => {
+    if (box.childNodes.length === 1) box.appendChild(detailsBody(details));
+  };
+  box.addEventListener("toggle", () => {
+    if (box.open) fill();
+    if (onToggle) onToggle(box.open);
+  });
+  if (open) { fill(); box.open = true; }
   return box;
 }
 
