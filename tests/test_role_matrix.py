@@ -65,7 +65,8 @@ CONTENT: dict[str, Callable[[AppTest], bool]] = {
     and form(at)["card"]["title"].startswith("Test work"),
     "campaigns": lambda at: _marker("Campaigns")(at) and bool(at.dataframe),
     "adjudicate": lambda at: _marker("Adjudicate")(at)
-    and any("Disputed work 1 of" in m.value for m in at.markdown),
+    and form(at, "adjudicate_form")["state"] == "work"
+    and form(at, "adjudicate_form")["total"] >= 1,
     "monitor": lambda at: _marker("Monitor")(at) and bool(at.dataframe),
     "export": _marker("Export"),
     "admin": lambda at: _marker("Admin")(at) and "annotator2" in set(at.dataframe[0].value["name"]),
