@@ -13,7 +13,9 @@ from labeling.settings import get_settings
 from labeling.users import AuthError, UserInfo, authenticate, create_session, end_session
 from pages._guard import current_user, engine
 
-st.set_page_config(page_title="Labeling", page_icon=":material/fact_check:", layout="wide")
+# An emoji favicon is drawn from a data: URL; a :material/...: one is fetched from a Google
+# host, which fails offline (and should not be asked at all).
+st.set_page_config(page_title="Labeling", page_icon="🏷️", layout="wide")
 
 HERE = Path(__file__).parent
 PAGES = {
@@ -25,13 +27,15 @@ PAGES = {
     "export": ("Export", ":material/download:"),
     "admin": ("Admin", ":material/settings:"),
 }
+# The page each role lands on after signing in (Home stays in the navigation).
+MAIN_PAGE = {"annotator": "label", "lead": "monitor", "exporter": "export", "admin": "admin"}
 
 
-def page(name: str) -> st.Page:
-    """The st.Page of one screen (its file is pages/<name>.py)."""
+def page(name: str, main: str) -> st.Page:
+    """The st.Page of one screen (its file is pages/<name>.py); `main` is the landing page."""
     title, icon = PAGES[name]
     return st.Page(f"pages/{name}.py", title=title, icon=icon, url_path=name,
-                   default=name == "home")
+                   default=name == main)
 
 
 def provider_claims() -> dict[str, Any] | None:
@@ -148,10 +152,9 @@ if user is None and get_settings().sso_enabled:
 if user is None:
     nav = st.navigation([st.Page(login_page, title="Sign in", url_path="login")])
 else:
-    available = [
-        page(name) for name in access.pages_for(user.role)
-        if (HERE / "pages" / f"{name}.py").exists()
-    ]
+    names = [n for n in access.pages_for(user.role) if (HERE / "pages" / f"{n}.py").exists()]
+    main = MAIN_PAGE.get(user.role, "home")
+    available = [page(name, main if main in names else "home") for name in names]
     nav = st.navigation(available)
     with st.sidebar:
         via = st.session_state.get("auth_via")

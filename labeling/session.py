@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -10,12 +9,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, select
 
 from db.engine import read_session
-from db.models import Campaign, Label, Work, utcnow
+from db.models import Campaign, Work, utcnow
 from labeling.abstracts import AbstractState, Prefetcher, get_abstracts
-from labeling.campaigns import campaign_progress
 from labeling.card import WorkCard, build_card
 from labeling.inputs import storable
 from labeling.labels import (
@@ -24,10 +22,10 @@ from labeling.labels import (
     LabelView,
     LeaseError,
     edit_label,
-    latest_versions,
     submit_label,
 )
 from labeling.labels import user_labels as _user_labels
+from labeling.progress import Progress, forget_progress, my_progress  # noqa: F401
 from labeling.queue import QueueError, claim_next, release_lease, renew_lease, upcoming
 from labeling.schema import Question, Schema
 from labeling.settings import Settings, get_settings
@@ -42,10 +40,11 @@ SKIP_LABELS = {
     "other": "other",
 }
 LOOKAHEAD = 5
-PROGRESS_TTL = 10.0  # seconds a campaign's counts are reused (they scan the whole queue)
 INTERACTIVE_TIMEOUT = 4.0  # a live abstract fetch while the annotator waits
 IN_FLIGHT_WAIT = 3.0  # how long to wait for a prefetch already fetching the shown work
-MIN_DWELL = 0.3  # a submit this soon after an item appeared is a double click: ignored
+# A second submit key this soon after the first, with no other key between, is a double press:
+# the label form ignores it (it would otherwise skip or submit the next work unseen).
+MIN_DWELL = 0.3
 
 # The keyboard scheme: letters the page's actions use; a question's own key (schema `key`)
 # may not take one of these, nor C or R (Streamlit reserves them).
@@ -56,9 +55,6 @@ ACTION_KEYS = {
     **{f"skip_{r}": f"Alt+{i}" for i, r in enumerate(SKIP_REASONS, start=1)},
 }
 _TAKEN = {k.upper() for k in ACTION_KEYS.values()} | {"C", "R"}
-
-_progress_cache: dict[tuple[str, int], tuple[float, dict[str, Any]]] = {}
-_progress_lock = threading.Lock()
 
 
 @dataclass
@@ -137,26 +133,6 @@ class CampaignChoice:
 
 
 @dataclass(frozen=True)
-class Progress:
-    """The annotator's own counts and the campaign's (never anyone else's labels)."""
-
-    mine_labelled: int
-    mine_skipped: int
-    items: int
-    done: int
-
-    @property
-    def remaining(self) -> int:
-        """Works of the campaign that still need labels."""
-        return max(0, self.items - self.done)
-
-    @property
-    def fraction(self) -> float:
-        """Share of the campaign's works that have all their labels."""
-        return self.done / self.items if self.items else 0.0
-
-
-@dataclass(frozen=True)
 class ItemView:
     """What the label page shows: a campaign, one work (or none left), and how to save it."""
 
@@ -209,40 +185,6 @@ def open_campaigns(engine: Engine) -> list[CampaignChoice]:
             .order_by(Campaign.id)
         ).all()
     return [CampaignChoice(r.id, r.name, bool(r.blind), r.description) for r in rows]
-
-
-def _campaign_counts(engine: Engine, campaign_id: int) -> dict[str, Any]:
-    key = (engine.url.render_as_string(), campaign_id)
-    now = time.monotonic()
-    with _progress_lock:
-        hit = _progress_cache.get(key)
-    if hit is not None and now - hit[0] < PROGRESS_TTL:
-        return hit[1]
-    counts = campaign_progress(engine, campaign_id)
-    with _progress_lock:
-        _progress_cache[key] = (now, counts)
-    return counts
-
-
-def forget_progress() -> None:
-    """Drop cached campaign counts (tests, or after a campaign changes)."""
-    with _progress_lock:
-        _progress_cache.clear()
-
-
-def my_progress(engine: Engine, campaign_id: int, user_id: int) -> Progress:
-    """The user's labelled and skipped works (latest versions) and the campaign's counts."""
-    latest = latest_versions(campaign_id, user_id)
-    with read_session(engine) as session:
-        rows = session.execute(
-            select(Label.skipped, func.count())
-            .join(latest, (Label.work_id == latest.c.work_id) & (Label.version == latest.c.v))
-            .where(Label.campaign_id == campaign_id, Label.user_id == user_id)
-            .group_by(Label.skipped)
-        ).all()
-    mine = {bool(skipped): n for skipped, n in rows}
-    counts = _campaign_counts(engine, campaign_id)
-    return Progress(mine.get(False, 0), mine.get(True, 0), counts["items"], counts["done"])
 
 
 def _campaign(engine: Engine, campaign_id: int) -> Campaign:
@@ -355,6 +297,11 @@ def release(engine: Engine, item: ItemView | None) -> None:
         release_lease(engine, item.campaign_id, item.user_id, item.work_id)
 
 
+def abstract_of(engine: Engine, work_id: str) -> AbstractState:
+    """A work's abstract for a page that shows one work: cached, else fetched now, briefly."""
+    return _abstract(engine, work_id, None, get_settings())
+
+
 def refresh_abstract(engine: Engine, item: ItemView) -> ItemView:
     """The same item with its abstract looked up again (after an error or offline state)."""
     if item.work_id is None:
@@ -379,7 +326,7 @@ def keep_lease(engine: Engine, item: ItemView, user_id: int) -> ItemView:
 
 def save(
     engine: Engine, item: ItemView, draft: Draft, *, user_id: int, schema: Schema,
-    skip_reason: str | None = None,
+    skip_reason: str | None = None, time_on_item_ms: int | None = None,
 ) -> SaveOutcome:
     """Write the draft as a label (or a skip, or a new version when editing) in one call.
 
@@ -390,11 +337,11 @@ def save(
         user_id: the annotator.
         schema: the label schema.
         skip_reason: one of SKIP_REASONS to skip the work instead of labelling it.
+        time_on_item_ms: the time the browser measured from showing the work to the submit
+            (default: the server's time since the item was built).
     """
     if item.work_id is None:
         return SaveOutcome(False, "There is no work to save.", False)
-    if time.monotonic() - item.shown_at < MIN_DWELL:
-        return SaveOutcome(False, "", False)
     skipped = skip_reason is not None
     if skipped and skip_reason not in SKIP_REASONS:
         return SaveOutcome(False, f"Unknown skip reason {skip_reason!r}.", False)
@@ -414,7 +361,8 @@ def save(
             note=draft.note.strip() or None, confidence=draft.confidence,
             schema_hash=schema.hash, scores_visible=item.scores_visible,
             model_version=item.card.model_version if item.card else None,
-            time_on_item_ms=int((time.monotonic() - item.shown_at) * 1000),
+            time_on_item_ms=time_on_item_ms if time_on_item_ms is not None
+            else int((time.monotonic() - item.shown_at) * 1000),
             submission_id=item.submission_id, schema=schema,
         )
     except LeaseError as exc:

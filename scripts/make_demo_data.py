@@ -12,7 +12,9 @@ Choices made for the demo (the fixtures are real; the machine side is not):
   BOOSTS (by hand, codex vs gemma); other works have their category scores and machine
   scores damped so that they rank below them, binary (about Canada) scores are damped for
   all; bare records (Index, References...) and works without an abstract score high on
-  "Insufficient payload"; OpenAlex types steer the genre head (editorial, letter, review);
+  "Insufficient payload"; a boosted work without an abstract (bibliometrix) gets lower
+  machine scores, so that the demo queues open on works that have one; OpenAlex types steer
+  the genre head (editorial, letter, review);
 - routes: ca_aff from CA institutions, ca_fund from Canadian funders, ca_venue from a
   Canadian venue, about_ca when the title or abstract mentions Canada or no other route
   applies (the frame's over-inclusive "about Canada" screen is how such works get in);
@@ -51,6 +53,7 @@ MODEL_VERSION = "demo-synth-v1"
 RANDOM_SEED = 20_250_601
 ABSTRACT_CAP = 3_000
 DAMPING = 0.35  # scales binary scores, and category scores of works not in BOOSTS
+NO_ABSTRACT_RANK = 0.55  # scales the machine scores of a boosted work that has no abstract
 # The seed work's abstract as its page shows it (seeds/003_de4076ee3ce0e0a6.txt).
 SEED_ABSTRACT = (
     "The ability to scale out training workloads has been one of the key performance enablers"
@@ -217,6 +220,9 @@ def shape_machine(block: MachineBlock, records: list[dict], schema: Schema, rng:
             top = np.max(meta, axis=0)
             block.score_opus[i] = float(np.clip(top[0] + rng.normal(0, 0.03), 0, 1))
             block.score_gpt[i] = float(np.clip(top[1] + rng.normal(0, 0.05), 0, 1))
+            if not rec["has_abstract"]:  # a title alone: ranked below the works one can judge
+                block.score_opus[i] *= NO_ABSTRACT_RANK
+                block.score_gpt[i] *= NO_ABSTRACT_RANK
         design, genre = DESIGNS.get(rec["id"], (None, GENRE_BY_TYPE.get(rec["type"] or "")))
         for name, label in (("study_design", design), ("genre", genre)):
             if label:

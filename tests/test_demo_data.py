@@ -126,8 +126,10 @@ def test_queue_top_is_plausible(frame: dict) -> None:
         return max(rec["machine_scores"]["score_opus"], rec["machine_scores"]["score_gpt"])
 
     ranked = sorted(frame.values(), key=score, reverse=True)
-    top = {rec["id"] for rec in ranked[:3]}
-    assert {"W2741809807", "W2755950973"} <= top  # state of OA, bibliometrix
+    top = [rec["id"] for rec in ranked[:8]]
+    assert top[0] == "W2741809807"  # state of OA
+    # bibliometrix is about bibliometrics but has no abstract: it comes after works that do
+    assert "W2755950973" in top and all(frame[w]["has_abstract"] for w in top[:5])
     scores = sorted(score(rec) for rec in frame.values())
     assert scores[len(scores) // 2] < 0.2
     assert "Open science" in frame["W2741809807"]["prediction"]["consensus_categories"]
@@ -185,3 +187,30 @@ def test_script_reproduces_bundled_files(tmp_path: Path) -> None:
         assert _same(json.loads(got) if got else None, json.loads(want) if want else None), got
     assert abstracts_path.read_bytes() == ABSTRACTS.read_bytes()
     assert not _same(1.0, 1.0 + 1e-9)  # the comparison is not vacuous
+
+
+# The score queues open on five works with an abstract; the sample's order is its random draw.
+@pytest.mark.parametrize(("campaign", "n"),
+                         [("demo-top", 5), ("demo-blind", 5), ("demo-sample", 2)])
+def test_demo_queues_open_on_works_with_an_abstract(tmp_path: Path, campaign: str, n: int) -> None:
+    """The first works an annotator meets in each demo campaign have an abstract to read."""
+    from sqlalchemy import select
+
+    from db.engine import read_session
+    from db.models import AbstractCache, Campaign, CampaignItem
+    from labeling.database import init_db
+    from labeling.demo import build_demo
+    from labeling.schema import load_schema
+    from labeling.settings import DEFAULT_SCHEMA
+
+    engine = init_db(f"sqlite:///{tmp_path / 'demo.db'}")
+    build_demo(engine, load_schema(DEFAULT_SCHEMA))
+    with read_session(engine) as session:
+        states = session.execute(
+            select(AbstractCache.state)
+            .join(CampaignItem, CampaignItem.work_id == AbstractCache.work_id)
+            .join(Campaign, Campaign.id == CampaignItem.campaign_id)
+            .where(Campaign.name == campaign).order_by(CampaignItem.position).limit(n)
+        ).scalars().all()
+    engine.dispose()
+    assert states == ["ok"] * n

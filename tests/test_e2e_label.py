@@ -1,10 +1,14 @@
-"""End to end in headless Chromium: sign in and label works with the keyboard only."""
+"""End to end in headless Chromium at 1366x768: an annotator labels works by keyboard only.
+
+Keys are typed at a person's fastest pace (30 ms apart, then 0-10 ms, across Enter too); the
+stored labels must be exactly the ones the keys make (tests/browser.py's reference model), and
+the active question must be on screen after every key.
+"""
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,143 +17,27 @@ from sqlalchemy import select
 
 from db.engine import read_session
 from db.models import Label, User
-from labeling.schema import Question, load_schema
+from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA
-from tests.servers import app_server, wait_healthy
-
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
-IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-DWELL = 0.35  # the page ignores a submit less than 0.3 s after an item appears (double click)
+from tests.browser import (
+    CHROMIUM,
+    WATCH_VIEW,
+    Typed,
+    chromium_page,
+    plan_work,
+    press,
+    settle,
+    sign_in,
+    streamlit_server,
+    title,
+    type_work,
+    watch_websocket,
+)
 
 pytestmark = pytest.mark.e2e
-
-
-@contextmanager
-def streamlit_server(db_url: str, log: Path) -> Iterator[str]:
-    """`streamlit run app.py` on a free port against db_url (offline); yields the base URL."""
-    with app_server(db_url, log) as (base, proc):
-        wait_healthy(base, proc, log)
-        yield base
-
-
-@contextmanager
-def chromium_page(width: int = 1600, height: int = 1400) -> Iterator[Any]:
-    """A Playwright page in the system's headless Chromium."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(20_000)
-            yield page
-        finally:
-            browser.close()
-
-
-def settle(page: Any) -> None:
-    """Wait until the script run is over and no stale element remains."""
-    page.wait_for_selector(IDLE, state="attached")
-    page.wait_for_function("!document.querySelector('[data-testid=\"stSkeleton\"]')")
-
-
-def sign_in(page: Any, base: str, name: str, password: str) -> None:
-    """Type name, Tab, password, Enter on the login form, then open the Label page."""
-    page.goto(base + "/")
-    page.get_by_role("textbox", name="Name").focus()
-    page.keyboard.type(name)
-    page.keyboard.press("Tab")
-    page.keyboard.type(password)
-    page.keyboard.press("Enter")
-    link = page.get_by_role("link", name="Label")
-    link.focus()
-    page.keyboard.press("Enter")
-    page.wait_for_selector(".st-key-work_title")
-    settle(page)
-    # Keys typed while a link or input has focus go to it; the labelling itself starts
-    # from the page (as after clicking anywhere on it).
-    page.evaluate("document.activeElement && document.activeElement.blur()")
-
-
-def title(page: Any) -> str:
-    """The shown work's title."""
-    return page.locator(".st-key-work_title").inner_text()
-
-
-def press_and_wait(page: Any, key: str, selector: str) -> None:
-    """Press a key, then wait until the selector is on the page and the rerun is over."""
-    page.keyboard.press(key)
-    page.wait_for_selector(selector, state="attached")
-    settle(page)
-
-
-def answer_by_keyboard(page: Any, questions: list[Question]) -> dict[str, Any]:
-    """Answer every question with the keyboard; returns the answers given."""
-    answers: dict[str, Any] = {}
-    for qi, q in enumerate(questions):
-        li = 1 if q.kind == "binary" else 0  # "no" for binary questions, else the first label
-        chosen = f'.st-key-opt_{qi}_{li} [data-testid*="primary"]'
-        following = f".st-key-qactive .st-key-goto_{qi + 1}"
-        last = qi + 1 == len(questions)
-        # Single-choice and binary answers move on to the next question by themselves.
-        press_and_wait(page, str(li + 1), chosen if q.kind == "multi" or last else following)
-        answers[q.name] = [q.labels[li]] if q.kind == "multi" else q.labels[li]
-        if q.kind == "multi" and not last:
-            press_and_wait(page, "ArrowDown", following)
-    return answers
-
-
-WATCH_NEXT = """([t, a]) => {
-    // Cheap checks only (textContent, no layout), once per animation frame, so that the
-    // measurement does not slow the page down; the time is taken one frame after the new
-    // title and abstract are in the document, i.e. once that frame has been painted.
-    window.__t0 = window.__t1 = undefined;
-    document.addEventListener('keydown', e => { window.__t0 = e.timeStamp; },
-                              {capture: true, once: true});
-    const text = sel => { const e = document.querySelector(sel); return e ? e.textContent : null; };
-    const tick = () => {
-        const ti = text('.st-key-work_title'), ab = text('.st-key-abstract_box');
-        const body = document.querySelector('.st-key-abstract_box [data-testid="stText"],'
-                                            + '.st-key-abstract_box [data-testid="stAlert"]');
-        if (ti !== null && ab !== null && ti !== t && ab !== a && body) {
-            requestAnimationFrame(() => { window.__t1 = performance.now(); });
-        } else {
-            requestAnimationFrame(tick);
-        }
-    };
-    requestAnimationFrame(tick);
-}"""
-
-
-def submit_by_keyboard(page: Any) -> float:
-    """Press Enter; wait for the next work's title and abstract; return the seconds it took."""
-    before = page.evaluate(
-        "[document.querySelector('.st-key-work_title').textContent,"
-        " document.querySelector('.st-key-abstract_box').textContent]"
-    )
-    page.evaluate(WATCH_NEXT, before)
-    page.keyboard.press("Enter")
-    page.wait_for_function("window.__t1 !== undefined")
-    elapsed = page.evaluate("(window.__t1 - window.__t0) / 1000")
-    settle(page)
-    return float(elapsed)
-
-
-def label_items(page: Any, n: int) -> tuple[list[str], list[dict[str, Any]], list[float]]:
-    """Label n works in a row with the keyboard: titles seen, answers given, submit latencies."""
-    questions = list(load_schema(DEFAULT_SCHEMA).questions)
-    titles, given, times = [title(page)], [], []
-    for _ in range(n):
-        shown = time.monotonic()
-        given.append(answer_by_keyboard(page, questions))
-        time.sleep(max(0.0, DWELL - (time.monotonic() - shown)))
-        times.append(submit_by_keyboard(page))
-        titles.append(title(page))
-    return titles, given, times
+need_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
+)
 
 
 def demo_db(tmp: Path) -> str:
@@ -164,46 +52,130 @@ def demo_db(tmp: Path) -> str:
     return url
 
 
-need_chromium = pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
-)
+def stored(url: str, user: str) -> list[Label]:
+    """The user's label rows, oldest first (detached)."""
+    from labeling.database import get_engine
+
+    with read_session(get_engine(url)) as session:
+        uid = session.execute(select(User.id).where(User.name == user)).scalar_one()
+        rows = list(session.execute(
+            select(Label).where(Label.user_id == uid).order_by(Label.id)).scalars())
+        session.expunge_all()
+    return rows
+
+
+def wait_for_labels(url: str, user: str, n: int, timeout: float = 30) -> list[Label]:
+    """Poll until the user has n label rows (the last submit is stored asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = stored(url, user)
+        if len(rows) >= n or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.1)
+
+
+def type_keys(page: Any, keys: list[str], gap: tuple[float, float], rng: random.Random) -> None:
+    """Press the keys with a random pause in [gap) seconds between them."""
+    for key in keys:
+        press(page, key)
+        time.sleep(rng.uniform(*gap))
+
+
+def assert_row(row: Label, want: Typed) -> None:
+    """A stored label is exactly what the keys typed."""
+    got = (row.answers, row.confidence, row.flagged, row.note, row.skipped, row.skip_reason)
+    expect = (want.answers, want.confidence, want.flagged, want.note,
+              want.skip_reason is not None, want.skip_reason)
+    assert got == expect, f"keys {' '.join(want.keys)}"
 
 
 @need_chromium
-def test_three_works_labelled_with_the_keyboard_only(tmp_path: Path) -> None:
+def test_ten_works_typed_30ms_apart_are_stored_exactly_as_typed(tmp_path: Path) -> None:
     pytest.importorskip("playwright")
-    from labeling.database import get_engine
-
+    questions = list(load_schema(DEFAULT_SCHEMA).questions)
+    rng = random.Random(11)
     url = demo_db(tmp_path)
     with streamlit_server(url, tmp_path / "streamlit.log") as base, chromium_page() as page:
-        sign_in(page, base, "annotator", "demo")
-        titles, given, _ = label_items(page, 2)
-        # The third one with a note: keys typed in the note are text, not shortcuts; Tab
-        # leaves the note for the submit button and Enter submits once.
-        questions = list(load_schema(DEFAULT_SCHEMA).questions)
-        shown = time.monotonic()
-        given.append(answer_by_keyboard(page, questions))
-        page.locator('[data-testid="stTextInput"] input').focus()  # reached with Tab
-        page.keyboard.type("flag 2 see refs")
-        page.keyboard.press("Enter")  # keeps the note; does not submit
-        settle(page)
-        assert page.locator(".st-key-flag [data-testid*='primary']").count() == 0
-        page.keyboard.press("Tab")
-        time.sleep(max(0.0, DWELL - (time.monotonic() - shown)))
-        submit_by_keyboard(page)
+        sign_in(page, base, "annotator", "demo")  # lands on Label; keys work at once
+        page.evaluate(WATCH_VIEW)
+        sent = watch_websocket(page)
+        plans = [plan_work(rng, questions, skip=2 if i == 3 else 0, flag=i in (1, 6),
+                           note="see refs 2" if i == 2 else "") for i in range(10)]
+        typed = [type_work(keys, questions) for keys in plans]
+        titles = [title(page)]
+        # One work's keys alone: no message to the server until Enter. D opens the active
+        # question's definitions; the next work starts with them closed.
+        before = len(sent)
+        type_keys(page, ["d", *plans[0][:-1]], (0.03, 0.03), rng)
+        assert len(sent) == before, "a key other than Enter reached the server"
+        assert page.locator(".lf-codebook").count() == 1
+        type_keys(page, plans[0][-1:], (0.03, 0.03), rng)
+        page.wait_for_function(f"document.querySelector('.lf-title').textContent !== "
+                               f"{titles[0]!r}")
+        assert page.locator(".lf-codebook").count() == 0
+        edit = ["b", "t", "4", "Enter"]  # after work 6: edit it (domain -> option 4), save
+        for i, keys in enumerate(plans[1:], start=1):
+            type_keys(page, keys, (0.03, 0.03), rng)
+            if i == 5:
+                type_keys(page, edit, (0.03, 0.03), rng)
+        rows = wait_for_labels(url, "annotator", 11)
+        page.wait_for_function("!document.querySelector('.lf-busy')")
         titles.append(title(page))
-    assert len(set(titles)) == 4  # three works labelled, a fourth one waiting
-    engine = get_engine(url)
-    with read_session(engine) as session:
-        uid = session.execute(select(User.id).where(User.name == "annotator")).scalar_one()
-        rows = session.execute(select(Label).order_by(Label.id)).scalars().all()
-        assert [(r.user_id, r.version, r.skipped) for r in rows] == [(uid, 1, False)] * 3
-        assert len({r.work_id for r in rows}) == 3
-        assert [r.answers for r in rows] == given
-        assert all(r.scores_visible and r.time_on_item_ms > 0 for r in rows)
-        assert all(r.submission_id.startswith("first:") for r in rows)
-        assert [r.note for r in rows] == [None, None, "flag 2 see refs"]
-        assert not any(r.flagged for r in rows)
+        views = page.evaluate("window.__views")
+    assert len(rows) == 11, [(r.work_id, r.version) for r in rows]
+    firsts = [r for r in rows if r.version == 1]
+    assert len({r.work_id for r in firsts}) == 10 and titles[0] != titles[1]
+    for row, want in zip(firsts, typed, strict=True):
+        assert_row(row, want)
+    (second,) = [r for r in rows if r.version == 2]
+    assert second.work_id == firsts[5].work_id and rows.index(second) == 6  # saved in order
+    changed = dict(typed[5].answers, domain=questions[3].labels[3])
+    assert second.answers == changed and second.flagged == typed[5].flagged
+    assert all(r.time_on_item_ms and r.time_on_item_ms > 0 for r in rows)
+    assert all(r.scores_visible for r in rows)
+    out_of_view = [v for v in views if v[1] is False]
+    assert out_of_view == [] and len(views) >= sum(len(k) for k in plans)
+
+
+@need_chromium
+def test_keys_typed_0_to_10ms_apart_across_enter_all_count(tmp_path: Path) -> None:
+    """No pause at all, even between Enter and the next work's keys: every key counts, on the
+    work it was meant for; a double Enter stores one label; a campaign picked in the form
+    takes keys at once; then a work labelled with the mouse."""
+    pytest.importorskip("playwright")
+    questions = list(load_schema(DEFAULT_SCHEMA).questions)
+    rng = random.Random(5)
+    url = demo_db(tmp_path)
+    with streamlit_server(url, tmp_path / "streamlit.log") as base, chromium_page() as page:
+        sign_in(page, base, "annotator2", "demo")
+        page.select_option(".lf-campaign", label="demo-sample")  # the mouse picks a campaign
+        page.wait_for_function("document.querySelector('.lf-progress') && document"
+                               ".querySelector('.lf-progress').textContent"
+                               ".startsWith('demo-sample')")
+        settle(page)
+        plans = [plan_work(rng, questions) for _ in range(6)]
+        plans[2] = plans[2] + ["Enter"]  # a double Enter: the second is ignored
+        typed = [type_work(keys, questions) for keys in plans]
+        type_keys(page, [k for keys in plans for k in keys], (0.0, 0.01), rng)
+        rows = wait_for_labels(url, "annotator2", 6)
+        page.wait_for_function("!document.querySelector('.lf-busy')")
+        time.sleep(0.5)
+        rows = stored(url, "annotator2")
+        shown = page.locator(".lf-msg").inner_text()
+        # The mouse works too: click each question, its second option, then Submit.
+        by_mouse = {}
+        for q in questions:
+            page.locator(f'.lf-q[data-q="{q.name}"] .lf-qhead').click()
+            page.locator(".lf-q.lf-active .lf-opt").nth(1).click()
+            by_mouse[q.name] = [q.labels[1]] if q.kind == "multi" else q.labels[1]
+        page.locator(".lf-submit").click()
+        mouse_rows = wait_for_labels(url, "annotator2", 7)
+    assert len(rows) == 6, [(r.work_id, r.answers) for r in rows]
+    for row, want in zip(rows, typed, strict=True):
+        assert_row(row, want)
+    assert len({r.work_id for r in rows}) == 6
+    assert "Saved" in shown
+    assert len(mouse_rows) == 7 and mouse_rows[-1].answers == by_mouse
 
 
 @need_chromium
@@ -218,9 +190,49 @@ def test_hostile_title_and_abstract_render_inert(tmp_path: Path) -> None:
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         sign_in(page, base, "annotator", PASSWORD)
         assert title(page) == HOSTILE
-        abstract = page.locator('.st-key-abstract_box [data-testid="stText"]').inner_text()
+        abstract = page.locator(".lf-abstract-text").inner_text()
         assert "<b>not bold</b> [link](javascript:x)" in abstract
         assert page.locator("script:has-text('alert(1)')").count() == 0
         assert page.locator("a[href^='javascript']").count() == 0
-        assert page.locator(".st-key-abstract_box b, .st-key-work_title strong").count() == 0
+        assert page.locator(".lf-abstract b, .lf-title strong").count() == 0
         assert dialogs == []
+
+
+@need_chromium
+def test_a_lead_settles_a_dispute_with_a_handful_of_keys(tmp_path: Path) -> None:
+    """The annotators differ on one question: the form starts from their majority elsewhere,
+    Enter is refused while that question has no majority, then a digit, the reason and Enter
+    settle it."""
+    pytest.importorskip("playwright")
+    from labeling.database import get_engine
+    from tests.factories import answers_for, label_next
+    from tests.test_label_page import PASSWORD, build_label_db
+
+    url = f"sqlite:///{tmp_path / 'lead.db'}"
+    build_label_db(url, tmp_path, n=4).dispose()
+    engine = get_engine(url)
+    schema = load_schema(DEFAULT_SCHEMA)
+    agreed = answers_for(schema, 0)
+    work = label_next(engine, schema, "top", "annotator", agreed)
+    label_next(engine, schema, "top", "annotator2", dict(agreed, genre="methods"))
+    with streamlit_server(url, tmp_path / "streamlit.log") as base, chromium_page() as page:
+        page.goto(base + "/")
+        page.get_by_role("textbox", name="Name").fill("lead")
+        page.get_by_role("textbox", name="Password").fill(PASSWORD)
+        page.keyboard.press("Enter")
+        page.get_by_role("link", name="Adjudicate").click()
+        page.wait_for_selector(".af .lf-title")
+        settle(page)
+        assert page.locator(".af-table .af-disagree .af-q").all_inner_texts() == ["genre"]
+        page.keyboard.press("Enter")  # genre has no majority: refused, said
+        page.wait_for_function("document.querySelector('.lf-msg').textContent"
+                               ".startsWith('No majority on genre')")
+        for key in ["3", "Tab", *"codebook 4.1", "Enter"]:  # genre -> option 3, reason, Enter
+            press(page, key)
+        page.wait_for_function("document.querySelector('.lf-msg').textContent"
+                               ".includes('validated by adjudication')")
+    from tests.test_lead_pages import work as stored_work
+
+    row = stored_work(url, work)
+    genre = schema.question("genre").labels[2]
+    assert row.status == "human_validated" and row.final_answers == dict(agreed, genre=genre)

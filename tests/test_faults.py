@@ -608,43 +608,42 @@ def label_page_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[s
 
 
 @pytest.mark.parametrize("fault", ["disk full", "read-only"])
-def test_label_page_says_not_saved_and_keeps_the_answers(label_page_db: str, fault: str) -> None:
+def test_label_page_says_not_saved_and_keeps_the_answers(
+    label_page_db: str, fault: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A submit on a full disk or a read-only database: a plain error, the form as it was."""
     from labeling.database import get_engine
-    from tests.test_label_page import answer_all, labels, login, plain
+    from tests.label_page import Browser, first_answers, form
+    from tests.test_label_page import labels, login
 
-    at = answer_all(login("annotator"))
-    item = at.session_state["lbl_item"]
+    browser = Browser(monkeypatch)
+    at = login("annotator")
+    shown = form(at)
+    typed = dict(first_answers(shown), categories=["Metaresearch", "Bibliometrics"])
     note = "Checked the venue and the funder list; " * 300  # ~12 KB: needs new pages
-    at.button(key="conf_3").click().run()
-    at.button(key="flag").click().run()
-    at.text_input(key=f"note_{item.token}").input(note).run()
-    typed = dict(at.session_state["lbl_draft"].answers)
     engine = get_engine(label_page_db)
     with closing(sqlite3.connect(engine.url.database, isolation_level=None)) as conn:
         conn.execute("VACUUM")  # no free pages left: the note must grow the file
     storage = cap_pages(engine, 0) if fault == "disk full" else ConnectPragma(
         engine, "query_only = ON")  # fmt: skip
 
-    at.button(key="submit").click().run()
-    assert not at.exception, at.exception
-    shown = plain(" ".join(e.value for e in at.error))
+    browser.submit(at, typed, confidence=3, flagged=True, note=note)
+    data = form(at)
     reason = "the database's disk is full" if fault == "disk full" else "the database is read-only"
-    assert f"Not saved: {reason}" in shown
-    assert "Nothing was recorded and your answers are kept here" in shown
-    assert "Traceback" not in shown and not at.toast  # no "Saved ..." confirmation
+    assert data["message"]["kind"] == "error" and data["ack_ok"] is False
+    assert f"Not saved: {reason}" in data["message"]["text"]
+    assert "Nothing was recorded and your answers are kept here" in data["message"]["text"]
+    assert "Traceback" not in data["message"]["text"]
     assert labels(label_page_db) == []
-    draft = at.session_state["lbl_draft"]
-    assert at.session_state["lbl_item"].work_id == item.work_id  # the same work, same form
-    assert draft.answers == typed and draft.confidence == 3 and draft.flagged
-    assert at.text_input(key=f"note_{item.token}").value == note
+    assert data["work_id"] == shown["work_id"]  # the same work, the answers as sent
+    draft = data["draft"]
+    assert (draft["answers"], draft["confidence"], draft["flagged"], draft["note"]) == (
+        typed, 3, True, note)
 
     storage.lift()
-    at.button(key="submit").click().run()
-    assert not at.exception, at.exception
+    browser.submit(at, typed, confidence=3, flagged=True, note=note)
     (label,) = labels(label_page_db)
     assert (label.work_id, label.note, label.confidence, label.flagged) == (
-        item.work_id, note.strip(), 3, True)  # fmt: skip
-    assert label.answers == {k: v for k, v in typed.items() if v is not None}
-    assert "Saved" in at.toast[0].value and not at.error
-    assert at.session_state["lbl_item"].work_id != item.work_id
+        shown["work_id"], note.strip(), 3, True)  # fmt: skip
+    assert label.answers == typed
+    assert form(at)["message"]["kind"] == "success" and form(at)["work_id"] != shown["work_id"]

@@ -24,6 +24,7 @@ from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
 from labeling.users import get_user
 from tests.factories import answers_for
+from tests.label_page import Browser, form
 from tests.test_label_page import PASSWORD, build_label_db, seed_records
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
@@ -92,13 +93,15 @@ def work(url: str, work_id: str) -> Any:
 
 
 def page_text(at: AppTest) -> str:
-    """Everything the page shows as text: Markdown, text, captions, alerts, tables."""
+    """Everything the page shows as text: Markdown, text, captions, alerts, tables, and the
+    data given to components."""
     parts: list[str] = []
     for kind in ("markdown", "text", "caption", "error", "warning", "info", "success", "title"):
         parts += [str(e.value) for e in getattr(at, kind)]
     for df in at.dataframe:
         parts.append(df.value.to_csv())
     parts += [str(s.options) for s in at.selectbox]
+    parts += [e.proto.json for e in at.get("bidi_component")]  # a component's data, as sent
     return "\n".join(parts)
 
 
@@ -110,58 +113,87 @@ def plain(text: str) -> str:
 # ------------------------------------------------------------------ adjudicate
 
 
-def test_adjudicate_resolves_a_disputed_work(lead_db: dict[str, Any]) -> None:
+def adjudicator(monkeypatch: pytest.MonkeyPatch) -> Browser:
+    """The adjudicate component's browser side, faked."""
+    return Browser(monkeypatch, "adjudicate_form")
+
+
+def dispute(at: AppTest) -> dict[str, Any]:
+    """What the page gave the adjudicate component."""
+    return form(at, "adjudicate_form")
+
+
+def test_adjudicate_resolves_a_disputed_work(
+    lead_db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The form's answers and reason validate the work by adjudication."""
+    browser = adjudicator(monkeypatch)
     at = login("lead", "pages/adjudicate.py")
     assert not at.exception, at.exception
     first = lead_db["disputed"][0]
-    assert at.text[0].value.startswith("Test work")  # the title, as plain text
-    table = at.dataframe[0].value
-    assert {"annotator", "annotator2"} <= set(table.columns)  # names side by side
-    assert "| Label | Codex | Gemma |" in "\n".join(m.value for m in at.markdown)
-    # Prefill: no majority on the binary question (one yes, one no); answer it, give a reason.
-    schema = lead_db["schema"]
-    final = answers_for(schema, 1)
-    for q in schema.questions:
-        key = f"adj_{first}_{q.name}"
-        if q.kind in ("multi", "binary"):  # pills and segmented control
-            at.session_state[key] = final[q.name]
-        else:
-            at.radio(key=key).set_value(final[q.name])
-    at.text_input(key=f"adj_reason_{first}").input("codebook 3.2")
-    at.button(key="adj_submit").click().run()
-    assert not at.exception, at.exception
+    data = dispute(at)
+    assert (data["work_id"], data["index"], data["total"]) == (first, 0, 2)
+    assert data["card"]["title"].startswith("Test work")  # as text
+    assert data["card"]["abstract"]["state"] == "ok"  # the abstract is shown
+    assert data["annotators"] == ["annotator", "annotator2"]  # names side by side
+    rows = {r["question"]: r for r in data["rows"]}
+    assert rows["about_ca_system"]["answers"] == ["yes", "no"]
+    assert rows["about_ca_system"]["disagree"] and rows["about_ca_system"]["majority"] == (
+        "no majority")
+    assert data["teachers"]["names"] == ["Codex", "Gemma"]
+    # One yes, one no everywhere: the form starts with no majority on every question.
+    assert set(data["prefill"].values()) == {None}
+    final = answers_for(lead_db["schema"], 1)
+    browser.send(at, "adjudicate", work_id=first, answers=final, reason="codebook 3.2")
     row = work(lead_db["url"], first)
     assert row.status == STATUS_VALIDATED
     assert row.validated_via.startswith("adjudicated")
     assert row.final_answers == final
-    # The queue moves on: one disputed work is left.
-    assert "Disputed work 1 of 1" in plain("\n".join(m.value for m in at.markdown))
+    after = dispute(at)  # the queue moves on: one disputed work is left
+    assert after["message"]["text"] == f"{first} validated by adjudication."
+    assert (after["total"], after["work_id"]) == (1, lead_db["disputed"][1])
 
 
-def test_adjudicate_needs_a_reason_and_every_answer(lead_db: dict[str, Any]) -> None:
-    """No reason, or an unanswered question, leaves the work disputed."""
+@pytest.mark.parametrize(("change", "said"), [
+    ({"reason": "  "}, "A reason is required to adjudicate."),
+    ({"answers": {"about_ca_system": None}}, "No majority on about_ca_system: choose an answer"),
+    ({"answers": {"categories": None}}, "No majority on categories: choose an answer"),
+    ({"answers": {"genre": "sonnet"}}, "Not adjudicated:"),
+    ({"work_id": "W1"}, "W1 is no longer the dispute shown"),
+])
+def test_adjudicate_refuses_without_a_reason_or_an_answer(
+    lead_db: dict[str, Any], monkeypatch: pytest.MonkeyPatch, change: dict, said: str
+) -> None:
+    """No reason, a question left without a majority (never stored as "none"), an invalid
+    answer or a stale work: said, and the work stays disputed."""
+    browser = adjudicator(monkeypatch)
     at = login("lead", "pages/adjudicate.py")
-    at.button(key="adj_submit").click().run()
-    assert not at.exception, at.exception
-    assert "A reason is required" in at.error[0].value
     first = lead_db["disputed"][0]
-    at.text_input(key=f"adj_reason_{first}").input("clear")
-    at.button(key="adj_submit").click().run()  # no majority on the binary questions
-    assert "Answer every question" in plain(at.error[0].value)
-    assert "about_ca_system" in plain(at.error[0].value)
+    payload = {"work_id": first, "answers": answers_for(lead_db["schema"], 1), "reason": "ok"}
+    payload.update({k: v for k, v in change.items() if k != "answers"})
+    payload["answers"].update(change.get("answers", {}))
+    browser.send(at, "adjudicate", **payload)
+    data = dispute(at)
+    assert said in data["message"]["text"] and data["ack_ok"] is False
     assert work(lead_db["url"], first).status == STATUS_DISPUTED
+    assert data["work_id"] == first
 
 
-def test_next_and_previous_keys(lead_db: dict[str, Any]) -> None:
-    """J and K move through the queue of disputed works; Enter submits."""
+def test_next_and_previous(lead_db: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """J and K (sent as moves) go through the queue of disputed works, wrapping around."""
+    browser = adjudicator(monkeypatch)
     at = login("lead", "pages/adjudicate.py")
-    assert at.button(key="adj_next").proto.shortcut.lower() == "j"
-    assert at.button(key="adj_submit").proto.shortcut.lower() == "enter"
-    at.button(key="adj_next").click().run()
-    assert "Disputed work 2 of 2" in plain("\n".join(m.value for m in at.markdown))
-    at.button(key="adj_prev").click().run()
-    assert "Disputed work 1 of 2" in plain("\n".join(m.value for m in at.markdown))
+    browser.send(at, "move", step=1)
+    assert dispute(at)["index"] == 1 and dispute(at)["work_id"] == lead_db["disputed"][1]
+    browser.send(at, "move", step=1)
+    assert dispute(at)["index"] == 0
+    browser.send(at, "move", step=-1)
+    assert dispute(at)["index"] == 1
+    browser.send(at, "move", step=7)
+    assert "'step' must be 1 or -1" in dispute(at)["message"]["text"]
+    empty = get_campaign(lead_db["engine"], "empty").id
+    browser.send(at, "campaign", campaign_id=empty)
+    assert dispute(at)["state"] == "empty" and dispute(at)["campaign"] == empty
 
 
 def test_reopen_and_mark_gold(lead_db: dict[str, Any]) -> None:

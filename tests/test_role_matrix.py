@@ -26,6 +26,7 @@ from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
 from labeling.users import add_user, create_session, get_user
 from tests.factories import answers_for, label_next
+from tests.label_page import Browser, form
 from tests.test_label_page import PASSWORD, build_label_db
 from tests.test_lead_pages import label_pair
 
@@ -60,11 +61,12 @@ def _marker(title: str) -> Callable[[AppTest], bool]:
 # What an allowed page shows: its own content, checked on the page tree.
 CONTENT: dict[str, Callable[[AppTest], bool]] = {
     "home": _marker("Human validation"),
-    "label": lambda at: bool(at.text) and at.text[0].value.startswith("Test work")
-    and bool(at.button(key="submit")),
+    "label": lambda at: form(at)["state"] == "work"
+    and form(at)["card"]["title"].startswith("Test work"),
     "campaigns": lambda at: _marker("Campaigns")(at) and bool(at.dataframe),
     "adjudicate": lambda at: _marker("Adjudicate")(at)
-    and any("Disputed work 1 of" in m.value for m in at.markdown),
+    and form(at, "adjudicate_form")["state"] == "work"
+    and form(at, "adjudicate_form")["total"] >= 1,
     "monitor": lambda at: _marker("Monitor")(at) and bool(at.dataframe),
     "export": _marker("Export"),
     "admin": lambda at: _marker("Admin")(at) and "annotator2" in set(at.dataframe[0].value["name"]),
@@ -95,6 +97,7 @@ def assert_denied(at: AppTest, secrets: list[str]) -> None:
     assert kinds == ["error"], kinds
     assert at.error[0].value == DENIED
     assert not at.dataframe and not at.text and not at.button and not at.text_input
+    assert not at.get("bidi_component")
     text = shown_text(at)
     for secret in secrets:
         assert secret not in text, secret
@@ -319,51 +322,49 @@ def assert_nothing_of_annotator2(at: AppTest, env: dict[str, Any]) -> None:
     """No label, note or answer of annotator2 is on the page or in the page's state."""
     assert not at.exception, at.exception
     assert SECRET_NOTE not in shown_text(at)
-    edit = state(at, "lbl_edit")
-    if edit:
-        item, draft = edit
+    screen = state(at, "lbl_screen")
+    if screen is not None and screen.edit:
+        item, draft = screen.edit
         assert item.editing.user_id == item.user_id
         assert item.user_id != env["other_id"] and draft.note != SECRET_NOTE
 
 
-def test_edit_previous_never_opens_another_annotators_label(two_annotators: dict[str, Any]) -> None:
+def test_edit_previous_never_opens_another_annotators_label(
+    two_annotators: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With hostile query parameters, B (edit previous) opens only the annotator's own labels."""
     env = two_annotators
     engine = env["engine"]
     me = get_user(engine, "annotator").id
+    browser = Browser(monkeypatch)
     for params in hostile_values(env):
         at = AppTest.from_file(str(ROOT / "pages" / "label.py"), default_timeout=60)
         at.session_state["auth_token"] = create_session(engine, me)
         at.query_params.update(params)
         at.run()
         assert_nothing_of_annotator2(at, env)
-        item = at.session_state["lbl_item"]
-        assert item.user_id == me
-        draft = at.session_state["lbl_draft"]
-        assert all(v is None or v == [] for v in draft.answers.values())  # not prefilled
-        at.button(key="back").click().run()  # nothing of mine yet: nothing opens
+        assert state(at, "lbl_screen").user_id == me
+        draft = form(at)["draft"]
+        assert all(v is None or v == [] for v in draft["answers"].values())  # not prefilled
+        browser.send(at, "back")  # nothing of mine yet: nothing opens
         assert_nothing_of_annotator2(at, env)
-        assert state(at, "lbl_edit") is None
-        assert "No earlier label of yours" in at.info[0].value
+        assert form(at)["editing"] is None
+        assert "No earlier label of yours" in form(at)["message"]["text"]
     # Label one work (annotator2's first, overlap 2), then walk back through the history.
-    mine = at.session_state["lbl_item"].work_id
+    mine = form(at)["work_id"]
     assert mine == env["theirs"][0]
-    for qi in range(len(at.session_state["lbl_item"].questions)):
-        at.button(key=f"goto_{qi}").click().run()
-        at.button(key=f"opt_{qi}_0").click().run()
-    at.button(key="submit").click().run()
-    assert not at.exception, at.exception
+    browser.submit(at)
     at.query_params.update(hostile_values(env)[0])
-    at.button(key="back").click().run()
+    browser.send(at, "back")
     assert_nothing_of_annotator2(at, env)
-    item, draft = at.session_state["lbl_edit"]
+    item, draft = state(at, "lbl_screen").edit
     assert (item.work_id, item.editing.user_id, item.editing.version) == (mine, me, 1)
     assert draft.answers == item.editing.answers
     assert draft.answers != answers_for(env["schema"], 1)  # annotator2's answers (variant 1)
-    at.button(key="back").click().run()  # nothing older of mine; annotator2's are not offered
+    browser.send(at, "back")  # nothing older of mine; annotator2's are not offered
     assert_nothing_of_annotator2(at, env)
-    assert at.session_state["lbl_edit"][0].work_id == mine
-    assert "No earlier label of yours" in at.info[0].value
+    assert form(at)["work_id"] == mine and form(at)["editing"] == {"version": 1}
+    assert "No earlier label of yours" in form(at)["message"]["text"]
 
 
 def test_previous_item_reads_only_the_users_own_labels(two_annotators: dict[str, Any]) -> None:

@@ -1,0 +1,1 @@
+"""Streamlit-side UI: client-side components the pages mount (never imported by labeling/)."""
