@@ -732,7 +732,8 @@ async def _run_over_websocket(ws: Any, widgets: list[str] | None = None) -> dict
         fwd.ParseFromString(await asyncio.wait_for(ws.recv(), 30))
         kind = fwd.WhichOneof("type")
         if kind == "navigation":
-            out["pages"] = [p.url_pathname for p in fwd.navigation.app_pages]
+            # Titles, not paths: the landing page's path is "" (an annotator lands on Label).
+            out["pages"] = [p.page_name for p in fwd.navigation.app_pages]
         elif kind == "auth_redirect":
             out["redirect"] = fwd.auth_redirect.url
         elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
@@ -786,7 +787,7 @@ def test_real_oidc_redirect_signs_the_mapped_user_in(sqlite_url: str, tmp_path: 
     async def flow() -> tuple[dict[str, Any], dict[str, Any]]:
         async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None) as ws:
             first = await _run_over_websocket(ws)
-            assert "label" not in first["pages"] and "Sign in with Fake IdP" in first["ids"]
+            assert "Label" not in first["pages"] and "Sign in with Fake IdP" in first["ids"]
             clicked = await _run_over_websocket(ws, [first["ids"]["Sign in with Fake IdP"]])
         assert clicked["redirect"], clicked
         # The browser's part: follow the redirects through the provider and back.
@@ -813,7 +814,7 @@ def test_real_oidc_redirect_signs_the_mapped_user_in(sqlite_url: str, tmp_path: 
         proc.terminate()
         proc.wait(timeout=10)
         idp.close()
-    assert "label" in signed_in["pages"], (signed_in["text"], log.read_text()[-3000:])
+    assert "Label" in signed_in["pages"], (signed_in["text"], log.read_text()[-3000:])
     assert any("Signed in as **ann** (annotator) via Fake IdP" in t for t in signed_in["text"])
     assert left.get("redirect", "").endswith("/auth/logout")  # Sign out also calls st.logout()
     with read_session(eng) as s:  # the session it opened was ended by Sign out
