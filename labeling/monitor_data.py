@@ -1,0 +1,155 @@
+"""Everything the Monitor page shows for one campaign: SQL that aggregates, then pure shaping.
+
+The page calls monitor_view (or live_view for the self-refreshing top) and renders what comes
+back. The reads here do in SQL what used to load every label into Python: counts per minute
+for the progress line, and each current label's agreement with the validated answer computed
+by the database (answers are stored normalised, multi-label lists in schema order, so equal
+JSON text is equal answers; tests check this against monitoring.answer_matches).
+Agreement and humans-vs-machines are the CLI's own reports (labeling agreement / machines),
+so the page and the CLI give the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, and_, case, exists, func, literal_column, select
+from sqlalchemy.orm import aliased
+
+from db.engine import read_session
+from db.models import (
+    STATUS_DISPUTED,
+    STATUS_VALIDATED,
+    CampaignItem,
+    Label,
+    StatusEvent,
+    User,
+    Work,
+)
+from labeling import monitoring as mon
+from labeling.campaigns import CampaignInfo
+from labeling.schema import Schema
+from labeling.validation import campaign_questions
+
+ROW_COLUMNS = ["work_id", "user_id", "annotator", "version", "minute", "skipped", "skip_reason",
+               "flagged", "note", "time_on_item_ms", "gold_item"]
+
+
+def _minute(column: Any, dialect: str) -> Any:
+    """A timestamp column as "YYYY-MM-DD HH:MM" text in UTC, in SQL."""
+    if dialect == "postgresql":
+        return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD HH24:MI")
+    return func.substr(column, 1, 16)  # SQLite keeps naive UTC text, ISO ordered
+
+
+def _at(minutes: pd.Series) -> pd.Series:
+    """Minute texts back to UTC timestamps."""
+    return pd.to_datetime(minutes, format="%Y-%m-%d %H:%M", utc=True)
+
+
+def data_version(engine: Engine, campaign_id: int) -> tuple[int, ...]:
+    """What the Monitor's numbers depend on: label count, newest label and status change, items.
+
+    A cache keyed on this changes as soon as a label, a status or the queue does, and never
+    on time alone.
+    """
+    with read_session(engine) as session:
+        labels, newest = session.execute(
+            select(func.count(), func.coalesce(func.max(Label.id), 0))
+            .where(Label.campaign_id == campaign_id)).one()
+        event = session.execute(select(func.coalesce(func.max(StatusEvent.id), 0))).scalar_one()
+        items = session.execute(select(func.count()).select_from(CampaignItem).where(
+            CampaignItem.campaign_id == campaign_id)).scalar_one()
+    return int(labels), int(newest), int(event), int(items)
+
+
+def activity(engine: Engine, campaign_id: int) -> pd.DataFrame:
+    """Counts per minute: first labels and skips, works entering validated and disputed.
+
+    Returns:
+        at (UTC timestamp), kind (monitor_summary.MEASURES), n.
+    """
+    dialect = engine.dialect.name
+    lm = _minute(Label.created_at, dialect).label("m")
+    em = _minute(StatusEvent.created_at, dialect).label("m")
+    labels = (select(lm, Label.skipped, func.count()).where(
+        Label.campaign_id == campaign_id, Label.version == 1).group_by(lm, Label.skipped))
+    events = (select(em, StatusEvent.to_status, func.count()).where(
+        StatusEvent.campaign_id == campaign_id,
+        StatusEvent.to_status.in_([STATUS_VALIDATED, STATUS_DISPUTED]),
+        func.coalesce(StatusEvent.from_status, "") != StatusEvent.to_status,
+    ).group_by(em, StatusEvent.to_status))
+    with read_session(engine) as session:
+        rows = [(m, "skipped" if s else "labelled", n) for m, s, n in session.execute(labels)]
+        rows += [(m, "validated" if t == STATUS_VALIDATED else "disputed", n)
+                 for m, t, n in session.execute(events)]
+    out = pd.DataFrame(rows, columns=["at", "kind", "n"])
+    out["at"] = _at(out["at"])
+    return out
+
+
+def remaining_labels(engine: Engine, campaign: CampaignInfo) -> tuple[int, int]:
+    """Labels still wanted (overlap minus labels, over unfinished works) and works started."""
+    wanted = campaign.overlap - CampaignItem.n_labels
+    with read_session(engine) as session:
+        remaining, started = session.execute(select(
+            func.coalesce(func.sum(case((wanted > 0, wanted), else_=0)), 0),
+            func.count().filter(CampaignItem.n_labels > 0),
+        ).where(CampaignItem.campaign_id == campaign.id)).one()
+    return int(remaining), int(started)
+
+
+def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.DataFrame:
+    """Each annotator's current label per work, with its match to the validated answer.
+
+    Returns:
+        ROW_COLUMNS plus one column per question asked: 1 (equal to the validated answer),
+        0 (different) or NaN (not validated, skipped, or either answer absent).
+    """
+    newer = aliased(Label)
+    final = aliased(Work)
+    matches = []
+    for q in campaign_questions(campaign, schema):
+        given, truth = Label.answers[q.name].as_string(), final.final_answers[q.name].as_string()
+        matches.append(case((given.is_(None) | truth.is_(None), None),
+                            (given == truth, 1), else_=0).label(f"q:{q.name}"))
+    query = (
+        select(Label.work_id, Label.user_id, User.name, Label.version,
+               _minute(Label.created_at, engine.dialect.name),
+               Label.skipped, Label.skip_reason, Label.flagged, Label.note,
+               Label.time_on_item_ms, func.coalesce(CampaignItem.is_gold, False), *matches)
+        .join(User, User.id == Label.user_id)
+        .outerjoin(CampaignItem, and_(CampaignItem.campaign_id == Label.campaign_id,
+                                      CampaignItem.work_id == Label.work_id))
+        .outerjoin(final, and_(final.id == Label.work_id, final.status == STATUS_VALIDATED))
+        .where(Label.campaign_id == campaign.id, ~exists(select(literal_column("1")).where(
+            newer.campaign_id == Label.campaign_id, newer.work_id == Label.work_id,
+            newer.user_id == Label.user_id, newer.version > Label.version)))
+    )
+    with read_session(engine) as session:
+        result = session.execute(query)
+        names = [c[2:] for c in result.keys() if c.startswith("q:")]
+        df = pd.DataFrame(result.all(), columns=[*ROW_COLUMNS, *names])
+    df["gold_item"] = df["gold_item"].astype(bool)
+    df["skipped"] = df["skipped"].astype(bool)
+    df["flagged"] = df["flagged"].astype(bool)
+    df["created_at"] = _at(df["minute"])
+    df["time_on_item_ms"] = pd.to_numeric(df["time_on_item_ms"], errors="coerce")
+    for name in names:
+        df[name] = pd.to_numeric(df[name], errors="coerce")
+    df.attrs["questions"] = names
+    return df
+
+
+def matches_of(rows: pd.DataFrame) -> pd.DataFrame:
+    """label_rows in monitoring's long form (MATCH_COLUMNS): one row per compared answer."""
+    names = rows.attrs.get("questions", [])
+    if rows.empty or not names:
+        return pd.DataFrame(columns=mon.MATCH_COLUMNS)
+    long = rows.melt(id_vars=["annotator", "work_id", "created_at", "gold_item"],
+                     value_vars=names, var_name="question", value_name="match")
+    long = long.dropna(subset=["match"])
+    long["match"] = long["match"].astype(bool)
+    return long[mon.MATCH_COLUMNS].reset_index(drop=True)
+
