@@ -218,12 +218,19 @@ def encode(question: Question, humans: Sequence[Any], matrix: np.ndarray, lay: L
     """
     labels = ["yes"] if question.kind == "binary" else list(question.labels)
     n = len(humans)
+    human = np.zeros((n, len(labels)), dtype=bool)
+    index = {lab: j for j, lab in enumerate(labels)}
     if question.kind == "multi":
-        human = np.array([[lab in h for lab in labels] for h in humans], dtype=bool)
+        for i, h in enumerate(humans):
+            for lab in h:
+                if lab in index:
+                    human[i, index[lab]] = True
     elif question.kind == "binary":
-        human = np.array([[bool(h)] for h in humans], dtype=bool)
+        human[:, 0] = [bool(h) for h in humans]
     else:
-        human = np.array([[h == lab for lab in labels] for h in humans], dtype=bool)
+        codes = np.array([index.get(h, -1) for h in humans], dtype=int)
+        hit = np.flatnonzero(codes >= 0)
+        human[hit, codes[hit]] = True
     out = QuestionArrays(labels, human.reshape(n, len(labels)),
                          list(humans) if question.kind == "single" else [])
     for t in teachers:

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import orjson
 import pandas as pd
-from sqlalchemy import Engine, and_, case, exists, func, literal_column, select
+from sqlalchemy import Engine, Text, and_, case, cast, exists, func, literal_column, select
 from sqlalchemy.orm import aliased
 
 from db.engine import read_session
@@ -100,6 +102,40 @@ def remaining_labels(engine: Engine, campaign: CampaignInfo) -> tuple[int, int]:
     return int(remaining), int(started)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Whether two answers are equal (multi-label lists compared as sets)."""
+    if isinstance(a, list) and isinstance(b, list):
+        return set(a) == set(b)
+    return a == b
+
+
+def _match_rows(questions: list[str], given: list[Any], truth: list[Any]) -> np.ndarray:
+    """Per label and question: 1 equal to the validated answer, 0 not, NaN not compared.
+
+    Answers come as JSON text. Stored answers are normalised (schema order), so equal texts
+    are equal answers and need no parsing; a work's validated answer is parsed once.
+    """
+    out = np.full((len(given), len(questions)), np.nan)
+    parsed: dict[str, dict[str, Any]] = {}
+    present: dict[str, np.ndarray] = {}
+    for i, (g, t) in enumerate(zip(given, truth, strict=True)):
+        if t is None or g is None:
+            continue
+        if t not in parsed:
+            parsed[t] = orjson.loads(t) or {}
+            present[t] = np.array([1.0 if parsed[t].get(q) is not None else np.nan
+                                   for q in questions])
+        if g == t:
+            out[i] = present[t]
+            continue
+        mine, final = orjson.loads(g) or {}, parsed[t]
+        for j, q in enumerate(questions):
+            a, b = mine.get(q), final.get(q)
+            if a is not None and b is not None:
+                out[i, j] = 1.0 if _same(a, b) else 0.0
+    return out
+
+
 def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.DataFrame:
     """Each annotator's current label per work, with its match to the validated answer.
 
@@ -109,16 +145,13 @@ def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.Dat
     """
     newer = aliased(Label)
     final = aliased(Work)
-    matches = []
-    for q in campaign_questions(campaign, schema):
-        given, truth = Label.answers[q.name].as_string(), final.final_answers[q.name].as_string()
-        matches.append(case((given.is_(None) | truth.is_(None), None),
-                            (given == truth, 1), else_=0).label(f"q:{q.name}"))
+    names = [q.name for q in campaign_questions(campaign, schema)]
     query = (
         select(Label.work_id, Label.user_id, User.name, Label.version,
                _minute(Label.created_at, engine.dialect.name),
                Label.skipped, Label.skip_reason, Label.flagged, Label.note,
-               Label.time_on_item_ms, func.coalesce(CampaignItem.is_gold, False), *matches)
+               Label.time_on_item_ms, func.coalesce(CampaignItem.is_gold, False),
+               cast(Label.answers, Text), cast(final.final_answers, Text))
         .join(User, User.id == Label.user_id)
         .outerjoin(CampaignItem, and_(CampaignItem.campaign_id == Label.campaign_id,
                                       CampaignItem.work_id == Label.work_id))
@@ -128,16 +161,18 @@ def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.Dat
             newer.user_id == Label.user_id, newer.version > Label.version)))
     )
     with read_session(engine) as session:
-        result = session.execute(query)
-        names = [c[2:] for c in result.keys() if c.startswith("q:")]
-        df = pd.DataFrame(result.all(), columns=[*ROW_COLUMNS, *names])
-    df["gold_item"] = df["gold_item"].astype(bool)
-    df["skipped"] = df["skipped"].astype(bool)
-    df["flagged"] = df["flagged"].astype(bool)
+        rows = session.connection().execute(query).all()
+    columns = list(zip(*rows, strict=True)) if rows else [()] * (len(ROW_COLUMNS) + 2)
+    df = pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in
+                       zip(ROW_COLUMNS, columns, strict=False)})
+    for c in ("gold_item", "skipped", "flagged"):
+        df[c] = df[c].astype(bool)
     df["created_at"] = _at(df["minute"])
-    df["time_on_item_ms"] = pd.to_numeric(df["time_on_item_ms"], errors="coerce")
-    for name in names:
-        df[name] = pd.to_numeric(df[name], errors="coerce")
+    for c in ("time_on_item_ms", "user_id", "version"):
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    matches = _match_rows(names, list(columns[-2]), list(columns[-1]))
+    for j, name in enumerate(names):
+        df[name] = matches[:, j]
     df.attrs["questions"] = names
     return df
 

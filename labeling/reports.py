@@ -2,14 +2,50 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine
+import pandas as pd
+from sqlalchemy import Engine, exists, literal_column, select
+from sqlalchemy.orm import aliased
 
+from db.engine import read_session
+from db.models import Label, User
 from labeling.agreement import MIN_PAIR_N, agreement_report, question_specs
 from labeling.campaigns import get_campaign
-from labeling.labels import current_labels
 from labeling.schema import Schema
+
+
+def answers_long(engine: Engine, campaign_id: int | None,
+                 questions: Sequence[str]) -> pd.DataFrame:
+    """Each annotator's current answers, one row per question, ordered by campaign, work and
+    annotator (columns work_id, annotator, question, value; multi-label values as lists).
+
+    The same rows as labels.current_labels (skips left out), read without building a
+    timestamp or a joined string per answer: the agreement report needs only these four.
+    """
+    newer = aliased(Label)
+    query = (
+        select(Label.work_id, User.name, Label.answers)
+        .join(User, User.id == Label.user_id)
+        .where(Label.skipped.is_(False), ~exists(select(literal_column("1")).where(
+            newer.campaign_id == Label.campaign_id, newer.work_id == Label.work_id,
+            newer.user_id == Label.user_id, newer.version > Label.version)))
+        .order_by(Label.campaign_id, Label.work_id, User.name)
+    )
+    if campaign_id is not None:
+        query = query.where(Label.campaign_id == campaign_id)
+    with read_session(engine) as session:
+        rows = session.connection().execute(query).all()
+    cols: dict[str, list[Any]] = {"work_id": [], "annotator": [], "question": [], "value": []}
+    for q in questions:
+        # question by question: the report reads each question's rows in this same order
+        got = [(w, a, ans[q]) for w, a, ans in rows if q in ans]
+        cols["work_id"] += [g[0] for g in got]
+        cols["annotator"] += [g[1] for g in got]
+        cols["question"] += [q] * len(got)
+        cols["value"] += [g[2] for g in got]
+    return pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in cols.items()})
 
 
 def agreement_for(
@@ -39,17 +75,8 @@ def agreement_for(
         campaign_id = info.id
         if info.questions:
             questions = [q for q in questions if q.name in info.questions]
-    labels = current_labels(engine, campaign_id)
-    if not labels.empty:
-        multi = {q.name for q in questions if q.kind == "multi"}
-        labels = labels[labels["question"].isin({q.name for q in questions})].copy()
-        # current_labels joins multi-label answers with ";"; agreement wants label lists.
-        labels["value"] = [
-            [x for x in str(v).split(";") if x] if q in multi else v
-            for q, v in zip(labels["question"], labels["value"], strict=True)
-        ]
     report = agreement_report(
-        labels[["work_id", "annotator", "question", "value"]] if not labels.empty else labels,
+        answers_long(engine, campaign_id, [q.name for q in questions]),
         question_specs(questions),
         n_boot=n_boot,
         seed=seed,
