@@ -11,6 +11,7 @@ lead can judge that assumption (disputed works are rarely missing at random).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -59,9 +60,27 @@ def encoded_records(engine: Engine, schema: Schema, ids: Sequence[str],
     return MEMO.matrix(schema, list(hashes), [records.get(w) for w in ids])
 
 
-def _validated(engine: Engine, schema: Schema, campaign_id: int | None
-               ) -> tuple[list[tuple[dict[str, Any], None]], np.ndarray]:
-    """(final answers, None) of the validated works, in id order, and their encoded records."""
+@dataclass
+class Validated:
+    """Validated works in id order: their final answers and encoded records (one row each)."""
+
+    ids: list[str]
+    finals: list[dict[str, Any]]
+    matrix: np.ndarray
+
+    def position(self) -> dict[str, int]:
+        """Row of each work id."""
+        return {w: i for i, w in enumerate(self.ids)}
+
+
+def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> Validated:
+    """The validated works of a campaign (None: all), read once for machines and estimates.
+
+    Args:
+        engine: the database.
+        schema: the schema the records are encoded under.
+        campaign_id: the campaign whose queue holds the works; None = every validated work.
+    """
     query = (select(Work.id, Work.record_hash, Work.final_answers)
              .where(Work.status == STATUS_VALIDATED).order_by(Work.id))
     if campaign_id is not None:
@@ -70,11 +89,12 @@ def _validated(engine: Engine, schema: Schema, campaign_id: int | None
     with read_session(engine) as session:
         rows = session.execute(query).all()
     matrix = encoded_records(engine, schema, [r[0] for r in rows], [r[1] for r in rows])
-    return [(dict(r[2] or {}), None) for r in rows], matrix
+    return Validated([r[0] for r in rows], [dict(r[2] or {}) for r in rows], matrix)
 
 
 def machine_report(
-    engine: Engine, schema: Schema, campaign: str | int | CampaignInfo | None = None
+    engine: Engine, schema: Schema, campaign: str | int | CampaignInfo | None = None,
+    *, validated: Validated | None = None,
 ) -> dict[str, Any]:
     """Every machine call and score against the validated human answers.
 
@@ -83,11 +103,12 @@ def machine_report(
         schema: the label schema.
         campaign: restrict to the works of this campaign (name, id or CampaignInfo) and its
             questions; None = every validated work, every question.
+        validated: validated_works of the same campaign, when already read.
     """
     info = _campaign(engine, campaign) if campaign is not None else None
-    works, matrix = _validated(engine, schema, info.id if info else None)
+    v = validated or validated_works(engine, schema, info.id if info else None)
     questions = [q.name for q in campaign_questions(info, schema)] if info else None
-    report = compare(schema, works, questions, encoded=matrix)
+    report = compare(schema, [(f, None) for f in v.finals], questions, encoded=v.matrix)
     report["campaign"] = info.name if info else None
     return report
 
@@ -103,14 +124,12 @@ def _population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int]]:
 
 
 def _sample(engine: Engine, campaign_id: int) -> list[Any]:
-    """The drawn items of a campaign (gold and added items have no inclusion probability)."""
-    query = (
-        select(CampaignItem.work_id, CampaignItem.stratum, Work.status, Work.final_answers,
-               Work.record_hash)
-        .join(Work, Work.id == CampaignItem.work_id)
-        .where(CampaignItem.campaign_id == campaign_id, CampaignItem.inclusion_prob.is_not(None))
-        .order_by(CampaignItem.position)
-    )
+    """The drawn items (work id, stratum) in queue order (gold and added items have no
+    inclusion probability)."""
+    query = (select(CampaignItem.work_id, CampaignItem.stratum)
+             .where(CampaignItem.campaign_id == campaign_id,
+                    CampaignItem.inclusion_prob.is_not(None))
+             .order_by(CampaignItem.position))
     with read_session(engine) as session:
         return list(session.execute(query))
 
@@ -145,7 +164,8 @@ def _question_estimates(
 
 
 def frame_estimates(
-    engine: Engine, schema: Schema, campaign: str | int | CampaignInfo
+    engine: Engine, schema: Schema, campaign: str | int | CampaignInfo,
+    *, validated: Validated | None = None,
 ) -> dict[str, Any]:
     """Design-based prevalence of every label in the frame, and each system's precision/recall.
 
@@ -154,6 +174,7 @@ def frame_estimates(
         schema: the label schema.
         campaign: a probability-sample campaign (name, id or CampaignInfo); any other
             campaign gets a plain refusal (estimable False and the reason).
+        validated: validated_works of the same campaign, when already read.
     """
     info = _campaign(engine, campaign)
     head: dict[str, Any] = {"campaign": info.name, "campaign_id": info.id,
@@ -162,20 +183,22 @@ def frame_estimates(
     if not verdict.estimable:
         return {**head, "estimable": False, "reason": verdict.reason, "questions": {}}
     population, sampled = _population(info)
-    rows = _sample(engine, info.id)  # (work_id, stratum, status, final answers, record hash)
-    validated = [r for r in rows if r[2] == STATUS_VALIDATED and r[3]]
-    matrix = encoded_records(engine, schema, [r[0] for r in validated],
-                             [r[4] for r in validated])
+    rows = _sample(engine, info.id)
+    v = validated or validated_works(engine, schema, info.id)
+    where = v.position()
+    chosen = [(r[1], where[r[0]]) for r in rows if r[0] in where and v.finals[where[r[0]]]]
+    matrix = v.matrix[[i for _, i in chosen]]
+    validated = [(s, v.finals[i]) for s, i in chosen]
     per_stratum = {
         s: {"stratum": s, "N": population[s], "sampled": sampled.get(s, 0), "validated": 0}
         for s in population
     }
-    strata = [r[1] or ALL for r in validated]
+    strata = [s or ALL for s, _ in validated]
     for s in strata:
         per_stratum[s]["validated"] += 1
     questions: dict[str, Any] = {}
     for q in campaign_questions(info, schema):
-        humans = [human_value(q, r[3].get(q.name)) for r in validated]
+        humans = [human_value(q, f.get(q.name)) for _, f in validated]
         rows_of = [i for i, h in enumerate(humans) if h is not None]
         units = [(strata[i], humans[i]) for i in rows_of]
         questions[q.name] = _question_estimates(q, units, matrix[rows_of], schema, population)

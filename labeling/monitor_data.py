@@ -11,6 +11,7 @@ so the page and the CLI give the same numbers.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from db.models import (
 )
 from labeling import monitoring as mon
 from labeling.campaigns import CampaignInfo
+from labeling.reports import long_answers
 from labeling.schema import Schema
 from labeling.validation import campaign_questions
 
@@ -37,16 +39,27 @@ ROW_COLUMNS = ["work_id", "user_id", "annotator", "version", "minute", "skipped"
                "flagged", "note", "time_on_item_ms", "gold_item"]
 
 
+GRAINS = {"minute": (16, "YYYY-MM-DD HH24:MI", "%Y-%m-%d %H:%M"),
+          "hour": (13, "YYYY-MM-DD HH24", "%Y-%m-%d %H"),
+          "day": (10, "YYYY-MM-DD", "%Y-%m-%d")}
+
+
+def _truncated(column: Any, dialect: str, grain: str = "minute") -> Any:
+    """A timestamp column as UTC text cut to the minute, hour or day, in SQL."""
+    length, pg_format, _ = GRAINS[grain]
+    if dialect == "postgresql":
+        return func.to_char(func.timezone("UTC", column), pg_format)
+    return func.substr(column, 1, length)  # SQLite keeps naive UTC text, ISO ordered
+
+
 def _minute(column: Any, dialect: str) -> Any:
     """A timestamp column as "YYYY-MM-DD HH:MM" text in UTC, in SQL."""
-    if dialect == "postgresql":
-        return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD HH24:MI")
-    return func.substr(column, 1, 16)  # SQLite keeps naive UTC text, ISO ordered
+    return _truncated(column, dialect, "minute")
 
 
-def _at(minutes: pd.Series) -> pd.Series:
-    """Minute texts back to UTC timestamps."""
-    return pd.to_datetime(minutes, format="%Y-%m-%d %H:%M", utc=True)
+def _at(texts: pd.Series, grain: str = "minute") -> pd.Series:
+    """Truncated timestamp texts back to UTC timestamps."""
+    return pd.to_datetime(texts, format=GRAINS[grain][2], utc=True)
 
 
 def data_version(engine: Engine, campaign_id: int) -> tuple[int, ...]:
@@ -65,15 +78,30 @@ def data_version(engine: Engine, campaign_id: int) -> tuple[int, ...]:
     return int(labels), int(newest), int(event), int(items)
 
 
-def activity(engine: Engine, campaign_id: int) -> pd.DataFrame:
-    """Counts per minute: first labels and skips, works entering validated and disputed.
+def label_span(engine: Engine, campaign_id: int, since: datetime) -> dict[str, Any]:
+    """First and last submission (first versions), the first counted label, labels counted,
+    and those counted since `since`, in one pass over the campaign's labels."""
+    counted = Label.skipped.is_(False)
+    with read_session(engine) as session:
+        first, last, first_counted, n, recent = session.execute(select(
+            func.min(Label.created_at), func.max(Label.created_at),
+            func.min(Label.created_at).filter(counted), func.count().filter(counted),
+            func.count().filter(counted, Label.created_at >= since),
+        ).where(Label.campaign_id == campaign_id, Label.version == 1)).one()
+    return {"first": first, "last": last, "first_counted": first_counted,
+            "counted": int(n or 0), "recent": int(recent or 0)}
+
+
+def activity(engine: Engine, campaign_id: int, grain: str = "minute") -> pd.DataFrame:
+    """Counts per minute, hour or day: first labels and skips, works entering validated and
+    disputed (the coarsest grain that the chart's bins still need: monitor_summary.sql_grain).
 
     Returns:
         at (UTC timestamp), kind (monitor_summary.MEASURES), n.
     """
     dialect = engine.dialect.name
-    lm = _minute(Label.created_at, dialect).label("m")
-    em = _minute(StatusEvent.created_at, dialect).label("m")
+    lm = _truncated(Label.created_at, dialect, grain).label("m")
+    em = _truncated(StatusEvent.created_at, dialect, grain).label("m")
     labels = (select(lm, Label.skipped, func.count()).where(
         Label.campaign_id == campaign_id, Label.version == 1).group_by(lm, Label.skipped))
     events = (select(em, StatusEvent.to_status, func.count()).where(
@@ -86,7 +114,7 @@ def activity(engine: Engine, campaign_id: int) -> pd.DataFrame:
         rows += [(m, "validated" if t == STATUS_VALIDATED else "disputed", n)
                  for m, t, n in session.execute(events)]
     out = pd.DataFrame(rows, columns=["at", "kind", "n"])
-    out["at"] = _at(out["at"])
+    out["at"] = _at(out["at"], grain)
     return out
 
 
@@ -142,8 +170,9 @@ def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.Dat
     through the works' covering index) joined in memory: a join per label in SQL costs more.
 
     Returns:
-        ROW_COLUMNS plus one column per question asked: 1 (equal to the validated answer),
-        0 (different) or NaN (not validated, skipped, or either answer absent).
+        ROW_COLUMNS, created_at, answers (JSON text), and one column per question asked: 1
+        (equal to the validated answer), 0 (different) or NaN (not validated, skipped, or
+        either answer absent).
     """
     names = [q.name for q in campaign_questions(campaign, schema)]
     labels = select(Label.work_id, Label.user_id, Label.version,
@@ -175,11 +204,22 @@ def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.Dat
         df[c] = df[c].astype(bool)
     df["created_at"] = _at(df["minute"])
     matches = _match_rows(names, list(df["answers"]), [truth.get(w) for w in df["work_id"]])
-    df = df[[*ROW_COLUMNS, "created_at"]].reset_index(drop=True)
+    df = df[[*ROW_COLUMNS, "created_at", "answers"]].reset_index(drop=True)
     for j, name in enumerate(names):
         df[name] = matches[:, j]
     df.attrs["questions"] = names
     return df
+
+
+def agreement_labels(rows: pd.DataFrame) -> pd.DataFrame:
+    """label_rows as the agreement report's long table (reports.long_answers), without reading
+    the labels again: current, not skipped, ordered by work and annotator like the CLI."""
+    names = rows.attrs.get("questions", [])
+    current = rows[~rows["skipped"]]
+    parsed = sorted(((w, a, orjson.loads(t) or {}) for w, a, t in zip(
+        current["work_id"], current["annotator"], current["answers"], strict=True)),
+        key=lambda r: (r[0], r[1]))
+    return long_answers(parsed, names)
 
 
 def matches_of(rows: pd.DataFrame) -> pd.DataFrame:

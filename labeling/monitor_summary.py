@@ -129,12 +129,16 @@ def poisson_interval(k: int, level: float = 0.95) -> tuple[float, float]:
 
 
 def rate_and_eta(
-    labelled: pd.DataFrame, remaining: int, now: datetime, window: timedelta = RATE_WINDOW
+    first: datetime | None, counted: int, in_window: int, remaining: int, now: datetime,
+    window: timedelta = RATE_WINDOW,
 ) -> dict[str, Any]:
     """Labels per hour over the trailing window, and the time to the remaining labels.
 
     Args:
-        labelled: columns at (when) and n (labels counted at that time).
+        first: when the first counted label came in (None: no label yet).
+        counted: labels counted so far.
+        in_window: labels counted in the last `window` (all of them when the first label is
+            younger than the window).
         remaining: labels still wanted (overlap not yet reached, summed over works).
         now: the clock.
         window: the trailing window of the rate.
@@ -146,14 +150,15 @@ def rate_and_eta(
     out: dict[str, Any] = {"remaining": int(remaining), "n": 0, "hours": None,
                            "per_hour": None, "lo": None, "hi": None,
                            "eta_hours": None, "eta_lo": None, "eta_hi": None}
-    if labelled.empty or labelled["n"].sum() == 0:
+    if first is None or counted <= 0:
         return out
-    times = pd.to_datetime(labelled["at"], utc=True)
-    now_ts = pd.Timestamp(now)
+    now_ts, first_ts = pd.Timestamp(now), pd.Timestamp(first)
     now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
-    since = max(times.min(), now_ts - window)
+    first_ts = first_ts.tz_localize("UTC") if first_ts.tzinfo is None else \
+        first_ts.tz_convert("UTC")
+    since = max(first_ts, now_ts - window)
     hours = max((now_ts - since).total_seconds() / 3600, 1 / 60)  # at least a minute
-    k = int(labelled.loc[((times >= since) & (times <= now_ts)).to_numpy(), "n"].sum())
+    k = int(in_window)
     lo, hi = poisson_interval(k)
     out.update(n=k, hours=hours, per_hour=k / hours, lo=lo / hours, hi=hi / hours)
     if remaining <= 0:
@@ -162,6 +167,16 @@ def rate_and_eta(
         out.update(eta_hours=remaining / out["per_hour"], eta_lo=remaining / out["hi"],
                    eta_hi=remaining / out["lo"])
     return out
+
+
+def sql_grain(first: datetime | None, last: datetime | None, max_bins: int = MAX_BINS) -> str:
+    """How finely the database must count to feed choose_step: "minute", "hour" or "day"."""
+    if first is None or last is None:
+        return "minute"
+    step = choose_step(first, last, max_bins)
+    if step.seconds < 3600:
+        return "minute"
+    return "hour" if step.seconds < 86400 else "day"
 
 
 def alpha_level(alpha: float | None) -> str:

@@ -9,6 +9,7 @@ one sentence when it is empty.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,7 +23,7 @@ from labeling import monitor_summary as ms
 from labeling import monitor_text as mt
 from labeling import monitoring as mon
 from labeling.campaigns import CampaignInfo, campaign_progress, get_campaign
-from labeling.evaluation import frame_estimates, machine_report
+from labeling.evaluation import frame_estimates, machine_report, validated_works
 from labeling.report_tables import (
     agreement_table,
     brier_table,
@@ -99,8 +100,12 @@ def live_view(engine: Engine, campaign_id: int, now: datetime | None = None) -> 
     version = md.data_version(engine, campaign_id)
     p = campaign_progress(engine, campaign_id, now=now)
     remaining, started = md.remaining_labels(engine, info)
-    act = md.activity(engine, campaign_id)
-    rate = ms.rate_and_eta(act[act["kind"] == "labelled"], remaining, now or utcnow())
+    clock = now or utcnow()
+    span = md.label_span(engine, campaign_id, clock - ms.RATE_WINDOW)
+    rate = ms.rate_and_eta(span["first_counted"], span["counted"], span["recent"], remaining,
+                           clock)
+    # Count per minute only when the chart's bins are minutes: months of labels per day.
+    act = md.activity(engine, campaign_id, ms.sql_grain(span["first"], span["last"]))
     progress = {**p, "started": started, "overlap": info.overlap}
     sentences = {"progress": mt.progress_sentence(progress), "rate": mt.rate_sentence(rate)}
     return LiveView(info, version, progress, rate, ms.cumulative_progress(act), sentences)
@@ -144,19 +149,43 @@ def _annotator_tables(rows: pd.DataFrame, n_validated: int) -> tuple[dict[str, T
     return tables, (stats, drift)
 
 
-def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo) -> Statistics:
+class _Clock:
+    """Calls a step and adds its seconds to a dict (or just calls it)."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        """Record into timings when given."""
+        self.timings = timings
+
+    def __call__(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """fn(*args, **kwargs), timed under name."""
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if self.timings is not None:
+                self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+
+def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo,
+               timings: dict[str, float] | None = None) -> Statistics:
     """Who needs attention, which questions are unreliable, how good the teachers are, and more.
 
     Args:
         engine: the database.
         schema: the label schema.
         campaign: the campaign.
+        timings: filled with the seconds of each step when given (bench/monitor.py).
     """
-    rows = md.label_rows(engine, schema, campaign)
-    machines = machine_report(engine, schema, campaign)
+    clock = _Clock(timings)
+    rows = clock("label rows", md.label_rows, engine, schema, campaign)
+    # Read once, used twice: the validated works for machines and for estimates.
+    validated = clock("validated works", validated_works, engine, schema, campaign.id)
+    machines = clock("humans vs machines", machine_report, engine, schema, campaign,
+                     validated=validated)
     n_validated = int(machines["n_works"])
-    tables, (stats, drift) = _annotator_tables(rows, n_validated)
-    agreement = agreement_for(engine, schema, campaign.id)
+    tables, (stats, drift) = clock("annotator tables", _annotator_tables, rows, n_validated)
+    agreement = clock("agreement", agreement_for, engine, schema, campaign.id,
+                      labels=md.agreement_labels(rows))
     rows_agree = agreement_table(agreement)
     rows_agree = rows_agree[rows_agree["n_labels"].fillna(0) > 0].reset_index(drop=True)
     no_labels = "No labels yet: there is no agreement to measure."
@@ -178,7 +207,8 @@ def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo) -> Statis
     tables["machines"] = table("humans_vs_machines", machine_rows, no_valid, *cis)
     tables["brier"] = table("brier", brier_table(machines) if n_validated else pd.DataFrame(),
                             no_valid)
-    estimates = frame_estimates(engine, schema, campaign)
+    estimates = clock("estimates", frame_estimates, engine, schema, campaign,
+                      validated=validated)
     tables["estimates"] = table(
         "frame_estimates", estimate_table(estimates), mt.estimates_sentence(estimates),
         ("prevalence [95% CI]", "prevalence", "lo", "hi"))
@@ -199,14 +229,3 @@ def monitor_view(engine: Engine, schema: Schema, campaign_id: int,
     """Everything the Monitor page shows for one campaign (live top and statistics)."""
     live = live_view(engine, campaign_id, now)
     return live, statistics(engine, schema, live.campaign)
-
-
-# The parts of one view, timed apart by bench/monitor.py.
-PARTS = {
-    "live": lambda e, s, c: live_view(e, c),
-    "labels_and_annotators": lambda e, s, c: _annotator_tables(
-        md.label_rows(e, s, get_campaign(e, c)), 0),
-    "agreement": lambda e, s, c: agreement_for(e, s, c),
-    "machines": lambda e, s, c: machine_report(e, s, c),
-    "estimates": lambda e, s, c: frame_estimates(e, s, c),
-}

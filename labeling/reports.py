@@ -16,36 +16,42 @@ from labeling.campaigns import get_campaign
 from labeling.schema import Schema
 
 
-def answers_long(engine: Engine, campaign_id: int | None,
+def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
                  questions: Sequence[str]) -> pd.DataFrame:
-    """Each annotator's current answers, one row per question, ordered by campaign, work and
-    annotator (columns work_id, annotator, question, value; multi-label values as lists).
+    """(work id, annotator, answers) rows, in order, as the agreement report's long table.
 
-    The same rows as labels.current_labels (skips left out), read without building a
-    timestamp or a joined string per answer: the agreement report needs only these four.
+    Built question by question: the report reads each question's rows in this same order, so
+    the same rows give the same report (bootstrap draws included).
     """
-    newer = aliased(Label)
-    query = (
-        select(Label.work_id, User.name, Label.answers)
-        .join(User, User.id == Label.user_id)
-        .where(Label.skipped.is_(False), ~exists(select(literal_column("1")).where(
-            newer.campaign_id == Label.campaign_id, newer.work_id == Label.work_id,
-            newer.user_id == Label.user_id, newer.version > Label.version)))
-        .order_by(Label.campaign_id, Label.work_id, User.name)
-    )
-    if campaign_id is not None:
-        query = query.where(Label.campaign_id == campaign_id)
-    with read_session(engine) as session:
-        rows = session.connection().execute(query).all()
     cols: dict[str, list[Any]] = {"work_id": [], "annotator": [], "question": [], "value": []}
     for q in questions:
-        # question by question: the report reads each question's rows in this same order
         got = [(w, a, ans[q]) for w, a, ans in rows if q in ans]
         cols["work_id"] += [g[0] for g in got]
         cols["annotator"] += [g[1] for g in got]
         cols["question"] += [q] * len(got)
         cols["value"] += [g[2] for g in got]
     return pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in cols.items()})
+
+
+def answers_long(engine: Engine, campaign_id: int | None,
+                 questions: Sequence[str]) -> pd.DataFrame:
+    """Each annotator's current answers (skips left out) as long_answers, ordered by campaign,
+    work and annotator (multi-label values as lists)."""
+    newer = aliased(Label)
+    query = (
+        select(Label.campaign_id, Label.work_id, User.name, Label.answers)
+        .join(User, User.id == Label.user_id)
+        .where(Label.skipped.is_(False), ~exists(select(literal_column("1")).where(
+            newer.campaign_id == Label.campaign_id, newer.work_id == Label.work_id,
+            newer.user_id == Label.user_id, newer.version > Label.version)))
+    )
+    if campaign_id is not None:
+        query = query.where(Label.campaign_id == campaign_id)
+    with read_session(engine) as session:
+        rows = session.connection().execute(query).all()
+    # Sorted here, not by the database, so that every engine's collation gives one order.
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    return long_answers([(w, a, ans) for _, w, a, ans in rows], questions)
 
 
 def agreement_for(
@@ -56,6 +62,7 @@ def agreement_for(
     n_boot: int = 200,
     seed: int = 0,
     min_pair_n: int = MIN_PAIR_N,
+    labels: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The agreement report of one campaign's labels (or of every label when None).
 
@@ -67,6 +74,7 @@ def agreement_for(
         seed: bootstrap seed (same seed, same intervals).
         min_pair_n: common works a pair of annotators needs for Cohen's kappa (>= 2); pairs
             that share fewer are listed in the report's pairs_left_out.
+        labels: the campaign's long_answers when already read (the Monitor has them).
     """
     questions = list(schema.questions)
     campaign_id = None
@@ -76,7 +84,8 @@ def agreement_for(
         if info.questions:
             questions = [q for q in questions if q.name in info.questions]
     report = agreement_report(
-        answers_long(engine, campaign_id, [q.name for q in questions]),
+        answers_long(engine, campaign_id, [q.name for q in questions]) if labels is None
+        else labels,
         question_specs(questions),
         n_boot=n_boot,
         seed=seed,

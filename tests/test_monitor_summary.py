@@ -88,45 +88,53 @@ def test_poisson_interval_refuses_a_negative_count() -> None:
         ms.poisson_interval(-1)
 
 
-def _labelled(minutes: list[float], n: int = 1) -> pd.DataFrame:
-    return pd.DataFrame({"at": [T0 + timedelta(minutes=m) for m in minutes], "n": n})
-
-
-@pytest.mark.parametrize(("minutes", "remaining", "now_min", "per_hour", "eta"), [
-    ([0, 30, 60], 30, 60, 3.0, 10.0),  # 3 labels in the hour since the first: 10 h for 30
-    ([0] * 4, 8, 120, 2.0, 4.0),  # 4 labels, 2 h ago
-    ([0, 1], 0, 60, 2.0, 0.0),  # nothing left
+@pytest.mark.parametrize(("first_min", "counted", "recent", "remaining", "now_min", "per_hour",
+                          "eta"), [
+    (0, 3, 3, 30, 60, 3.0, 10.0),  # 3 labels in the hour since the first: 10 h for 30
+    (0, 4, 4, 8, 120, 2.0, 4.0),  # 4 labels, 2 h ago
+    (0, 2, 2, 0, 60, 2.0, 0.0),  # nothing left
 ])
-def test_rate_and_eta(minutes: list[float], remaining: int, now_min: float, per_hour: float,
-                      eta: float) -> None:
-    got = ms.rate_and_eta(_labelled(minutes), remaining, T0 + timedelta(minutes=now_min))
+def test_rate_and_eta(first_min: float, counted: int, recent: int, remaining: int,
+                      now_min: float, per_hour: float, eta: float) -> None:
+    got = ms.rate_and_eta(T0 + timedelta(minutes=first_min), counted, recent, remaining,
+                          T0 + timedelta(minutes=now_min))
     assert got["per_hour"] == pytest.approx(per_hour)
     assert got["eta_hours"] == pytest.approx(eta)
     assert got["lo"] < got["per_hour"] < got["hi"]
     if remaining:
         assert got["eta_lo"] < got["eta_hours"] < got["eta_hi"]
-    assert got["n"] == len(minutes)
+    assert got["n"] == recent
 
 
 def test_rate_uses_the_trailing_week_only() -> None:
-    old = _labelled([0] * 50)  # 50 labels long ago
-    recent = _labelled([60 * 24 * 20], n=7)  # 7 labels 20 days later
-    now = T0 + timedelta(days=21)
-    got = ms.rate_and_eta(pd.concat([old, recent]), 10, now)
+    """50 labels long ago, 7 in the last week: 7 labels over 7 days."""
+    got = ms.rate_and_eta(T0, 57, 7, 10, T0 + timedelta(days=21))
     assert got["n"] == 7
     assert got["hours"] == pytest.approx(7 * 24)
+    assert got["per_hour"] == pytest.approx(7 / (7 * 24))
 
 
 def test_no_label_in_the_window_gives_no_eta() -> None:
-    got = ms.rate_and_eta(_labelled([0]), 5, T0 + timedelta(days=30))
+    got = ms.rate_and_eta(T0, 1, 0, 5, T0 + timedelta(days=30))
     assert got["n"] == 0 and got["per_hour"] == 0 and got["eta_hours"] is None
     assert "no ETA" in mt.rate_sentence(got)
 
 
 def test_no_labels_at_all() -> None:
-    got = ms.rate_and_eta(pd.DataFrame(columns=["at", "n"]), 5, T0)
+    got = ms.rate_and_eta(None, 0, 0, 5, T0)
     assert got["per_hour"] is None
     assert mt.rate_sentence(got) == "No labels yet: no rate and no ETA."
+
+
+@pytest.mark.parametrize(("span", "grain"), [
+    (None, "minute"), (timedelta(hours=2), "minute"), (timedelta(days=3), "hour"),
+    (timedelta(days=40), "day"), (timedelta(days=400), "day")])
+def test_sql_grain_is_never_coarser_than_the_bins(span: timedelta | None, grain: str) -> None:
+    last = None if span is None else T0 + span
+    assert ms.sql_grain(T0 if span is not None else None, last) == grain
+    if span is not None:
+        step = ms.choose_step(T0, T0 + span)
+        assert {"minute": 60, "hour": 3600, "day": 86400}[grain] <= step.seconds
 
 
 @pytest.mark.parametrize(("alpha", "level"), [
