@@ -215,10 +215,15 @@ def agreement_labels(rows: pd.DataFrame) -> pd.DataFrame:
     """label_rows as the agreement report's long table (reports.long_answers), without reading
     the labels again: current, not skipped, ordered by work and annotator like the CLI."""
     names = rows.attrs.get("questions", [])
-    current = rows[~rows["skipped"]]
-    parsed = sorted(((w, a, orjson.loads(t) or {}) for w, a, t in zip(
-        current["work_id"], current["annotator"], current["answers"], strict=True)),
-        key=lambda r: (r[0], r[1]))
+    current = rows[~rows["skipped"]].sort_values(["work_id", "annotator"], kind="stable")
+    texts: dict[str, dict[str, Any]] = {}  # equal answers are common: parse each text once
+    parsed = []
+    for w, a, t in zip(current["work_id"], current["annotator"], current["answers"],
+                       strict=True):
+        got = texts.get(t)
+        if got is None:
+            got = texts[t] = orjson.loads(t) or {}
+        parsed.append((w, a, got))
     return long_answers(parsed, names)
 
 

@@ -184,8 +184,8 @@ def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo,
                      validated=validated)
     n_validated = int(machines["n_works"])
     tables, (stats, drift) = clock("annotator tables", _annotator_tables, rows, n_validated)
-    agreement = clock("agreement", agreement_for, engine, schema, campaign.id,
-                      labels=md.agreement_labels(rows))
+    long = clock("agreement", md.agreement_labels, rows)
+    agreement = clock("agreement", agreement_for, engine, schema, campaign.id, labels=long)
     rows_agree = agreement_table(agreement)
     rows_agree = rows_agree[rows_agree["n_labels"].fillna(0) > 0].reset_index(drop=True)
     no_labels = "No labels yet: there is no agreement to measure."

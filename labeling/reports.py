@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine, exists, literal_column, select
 from sqlalchemy.orm import aliased
@@ -15,6 +16,8 @@ from labeling.agreement import MIN_PAIR_N, agreement_report, question_specs
 from labeling.campaigns import get_campaign
 from labeling.schema import Schema
 
+_ABSENT = "\x00absent"  # a question the answers do not hold (no label can be this text)
+
 
 def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
                  questions: Sequence[str]) -> pd.DataFrame:
@@ -23,14 +26,21 @@ def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
     Built question by question: the report reads each question's rows in this same order, so
     the same rows give the same report (bootstrap draws included).
     """
-    cols: dict[str, list[Any]] = {"work_id": [], "annotator": [], "question": [], "value": []}
+    works = pd.Series([r[0] for r in rows], dtype=object)
+    annotators = pd.Series([r[1] for r in rows], dtype=object)
+    parts = []
     for q in questions:
-        got = [(w, a, ans[q]) for w, a, ans in rows if q in ans]
-        cols["work_id"] += [g[0] for g in got]
-        cols["annotator"] += [g[1] for g in got]
-        cols["question"] += [q] * len(got)
-        cols["value"] += [g[2] for g in got]
-    return pd.DataFrame({k: pd.Series(v, dtype=object) for k, v in cols.items()})
+        values = pd.Series([r[2].get(q, _ABSENT) for r in rows], dtype=object)
+        has = (values != _ABSENT).to_numpy(dtype=bool) if len(values) else np.zeros(0, bool)
+        parts.append(pd.DataFrame({
+            "work_id": works[has].to_numpy(), "annotator": annotators[has].to_numpy(),
+            "question": np.full(int(has.sum()), q, dtype=object),
+            "value": values[has].to_numpy()}))
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=object)
+                             for c in ("work_id", "annotator", "question", "value")})
+    out = pd.concat(parts, ignore_index=True)
+    return out.astype(object)
 
 
 def answers_long(engine: Engine, campaign_id: int | None,
