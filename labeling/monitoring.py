@@ -182,11 +182,15 @@ def annotator_table(
     if matches is None:
         matches = answer_matches(labels, finals, questions)
     hours = pd.to_datetime(labels["created_at"], utc=True).dt.floor("h")
+    # Grouped once: a mask per annotator over every label and match costs more with many.
+    active_hours = hours.groupby(labels["annotator"].to_numpy()).nunique()
+    by_who = {who: m for who, m in matches.groupby("annotator", sort=False)}
+    no_match = matches.iloc[0:0]
     rows = []
     for who, mine in current.groupby("annotator", sort=True):
         times = mine["time_on_item_ms"].dropna()
-        active = int(hours[labels["annotator"] == who].nunique())
-        m = matches[matches["annotator"] == who]
+        active = int(active_hours.get(who, 0))
+        m = by_who.get(who, no_match)
         plain = share(m.loc[~m["gold_item"], "match"])
         gold_rows = m[m["gold_item"]]
         gold = share(gold_rows["match"])
