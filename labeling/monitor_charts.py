@@ -48,11 +48,16 @@ def kappa_matrix(pairs: pd.DataFrame) -> alt.Chart | None:
     if one.empty:
         return None
     cell = max(CELL_MIN, min(CELL_MAX, MATRIX_PX // max(len(names) - 1, 1)))
-    size = cell * (len(names) - 1)
     x_names, y_names = names[:-1], names[1:]
+    # Every annotator on both axes (a pair without a defined kappa stays an empty cell), and
+    # every name written: overlap culling would hide most of them.
+    font = max(8, min(12, cell - 2))
     base = alt.Chart(one).encode(
-        x=alt.X("a:N", sort=x_names, title=None, axis=alt.Axis(labelAngle=-45, labelLimit=120)),
-        y=alt.Y("b:N", sort=y_names, title=None, axis=alt.Axis(labelLimit=120)),
+        x=alt.X("a:N", title=None, scale=alt.Scale(domain=x_names),
+                axis=alt.Axis(labelAngle=-45, labelLimit=120, labelOverlap=False,
+                              labelFontSize=font)),
+        y=alt.Y("b:N", title=None, scale=alt.Scale(domain=y_names),
+                axis=alt.Axis(labelLimit=120, labelOverlap=False, labelFontSize=font)),
     )
     rects = base.mark_rect(stroke="white", strokeWidth=1).encode(
         color=alt.Color("kappa:Q", title="kappa",
@@ -68,12 +73,12 @@ def kappa_matrix(pairs: pd.DataFrame) -> alt.Chart | None:
             color=alt.condition("abs(datum.kappa) > 0.6", alt.value("white"),
                                 alt.value("black")),
         )
-    return chart.properties(width=size, height=size)
+    return chart.properties(width=alt.Step(cell), height=alt.Step(cell))
 
 
-def _bar_height(n: int) -> int:
-    """Height of a chart with one bar per annotator."""
-    return max(60, ROW_PX * n)
+def _rows() -> alt.Step:
+    """One band of ROW_PX per annotator: the chart grows with the team, names stay legible."""
+    return alt.Step(ROW_PX)
 
 
 def throughput_chart(annotators: pd.DataFrame) -> alt.Chart | None:
@@ -82,12 +87,13 @@ def throughput_chart(annotators: pd.DataFrame) -> alt.Chart | None:
     if rows.empty:
         return None
     return alt.Chart(rows).mark_bar().encode(
-        y=alt.Y("annotator:N", sort="-x", title=None, axis=alt.Axis(labelLimit=160)),
+        y=alt.Y("annotator:N", sort="-x", title=None,
+                axis=alt.Axis(labelLimit=160, labelOverlap=False)),
         x=alt.X("per_hour:Q", title="labels and skips per active hour"),
         tooltip=["annotator:N", alt.Tooltip("per_hour:Q", format=".1f", title="per hour"),
                  alt.Tooltip("submitted:Q", title="n (labels and skips)"),
                  alt.Tooltip("active_hours:Q", title="active hours")],
-    ).properties(height=_bar_height(len(rows)))
+    ).properties(height=_rows())
 
 
 def time_chart(annotators: pd.DataFrame) -> alt.Chart | None:
@@ -96,7 +102,8 @@ def time_chart(annotators: pd.DataFrame) -> alt.Chart | None:
     if rows.empty:
         return None
     base = alt.Chart(rows).encode(
-        y=alt.Y("annotator:N", sort="-x", title=None, axis=alt.Axis(labelLimit=160)),
+        y=alt.Y("annotator:N", sort=alt.EncodingSortField("median_seconds", order="descending"),
+                title=None, axis=alt.Axis(labelLimit=160, labelOverlap=False)),
         tooltip=["annotator:N", alt.Tooltip("median_seconds:Q", format=".1f", title="median s"),
                  alt.Tooltip("median_lo:Q", format=".1f", title="95% CI from"),
                  alt.Tooltip("median_hi:Q", format=".1f", title="to"),
@@ -106,7 +113,7 @@ def time_chart(annotators: pd.DataFrame) -> alt.Chart | None:
         x=alt.X("median_seconds:Q", title="median seconds per work (95% CI)",
                 scale=alt.Scale(zero=True)))
     bars = base.mark_rule().encode(x="median_lo:Q", x2="median_hi:Q")
-    return (bars + points).properties(height=_bar_height(len(rows)))
+    return (bars + points).properties(height=_rows())
 
 
 def drift_chart(drift: pd.DataFrame) -> alt.Chart | None:

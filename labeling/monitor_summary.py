@@ -234,6 +234,11 @@ def annotator_speed(times: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _secs(x: float) -> str:
+    """Seconds as text: one decimal under ten seconds."""
+    return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
+
+
 def _num(x: Any) -> float | None:
     """A float, or None for None and NaN."""
     return None if x is None or pd.isna(x) else float(x)
@@ -286,6 +291,6 @@ def attention(annotators: pd.DataFrame) -> pd.DataFrame:
                           _num(r.others_median))
         if flag:
             rows.append((r.annotator, flag,
-                         f"{r.median_seconds:.0f} s per work [{r.median_lo:.0f}, "
-                         f"{r.median_hi:.0f}]", f"{r.others_median:.0f} s", int(r.time_n)))
+                         f"{_secs(r.median_seconds)} per work [{_secs(r.median_lo)}, "
+                         f"{_secs(r.median_hi)}]", _secs(r.others_median), int(r.time_n)))
     return pd.DataFrame(rows, columns=cols)

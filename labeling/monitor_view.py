@@ -201,7 +201,11 @@ def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo,
     machine_rows = machine_table(machines) if n_validated else pd.DataFrame()
     cis = (("precision [95% CI]", "precision", "precision_lo", "precision_hi"),
            ("recall [95% CI]", "recall", "recall_lo", "recall_hi"))
-    teachers = (machine_rows[machine_rows["system"].isin(schema.teachers)]
+    # At a glance: each teacher's precision and recall per label, with their n only.
+    teachers = (machine_rows.loc[machine_rows["system"].isin(schema.teachers),
+                                 ["question", "label", "system", "precision", "precision_lo",
+                                  "precision_hi", "precision_n", "recall", "recall_lo",
+                                  "recall_hi", "recall_n"]]
                 if n_validated else machine_rows)
     tables["teachers"] = table("teachers", teachers.reset_index(drop=True), no_valid, *cis)
     tables["machines"] = table("humans_vs_machines", machine_rows, no_valid, *cis)

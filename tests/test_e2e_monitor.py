@@ -61,7 +61,7 @@ def test_monitor_charts_render(tmp_path: Path) -> None:
         for tab in ("Progress", "Annotators", "Agreement"):
             panel = open_tab(page, tab)
             seen[tab] = panel.evaluate(MARKS_JS)
-            page.screenshot(path=str(tmp_path / f"monitor_{tab.lower()}.png"), full_page=True)
+            panel.screenshot(path=str(tmp_path / f"monitor_{tab.lower()}.png"))
         for tab, charts in seen.items():
             assert charts, tab
             for chart in charts:
