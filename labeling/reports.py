@@ -16,7 +16,7 @@ from labeling.agreement import MIN_PAIR_N, agreement_report, question_specs
 from labeling.campaigns import get_campaign
 from labeling.schema import Schema
 
-_ABSENT = "\x00absent"  # a question the answers do not hold (no label can be this text)
+_ABSENT = object()  # a question the answers do not hold
 
 
 def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
@@ -26,21 +26,20 @@ def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
     Built question by question: the report reads each question's rows in this same order, so
     the same rows give the same report (bootstrap draws included).
     """
-    works = pd.Series([r[0] for r in rows], dtype=object)
-    annotators = pd.Series([r[1] for r in rows], dtype=object)
-    parts = []
+    # numpy object arrays, never pandas strings: pandas would convert each column to Arrow
+    works = np.array([r[0] for r in rows], dtype=object)
+    annotators = np.array([r[1] for r in rows], dtype=object)
+    cols: dict[str, list[Any]] = {"work_id": [], "annotator": [], "question": [], "value": []}
     for q in questions:
-        values = pd.Series([r[2].get(q, _ABSENT) for r in rows], dtype=object)
-        has = (values != _ABSENT).to_numpy(dtype=bool) if len(values) else np.zeros(0, bool)
-        parts.append(pd.DataFrame({
-            "work_id": works[has].to_numpy(), "annotator": annotators[has].to_numpy(),
-            "question": np.full(int(has.sum()), q, dtype=object),
-            "value": values[has].to_numpy()}))
-    if not parts:
-        return pd.DataFrame({c: pd.Series([], dtype=object)
-                             for c in ("work_id", "annotator", "question", "value")})
-    out = pd.concat(parts, ignore_index=True)
-    return out.astype(object)
+        values = [r[2].get(q, _ABSENT) for r in rows]
+        has = np.fromiter((v is not _ABSENT for v in values), dtype=bool, count=len(values))
+        cols["work_id"].append(works[has])
+        cols["annotator"].append(annotators[has])
+        cols["question"].append(np.full(int(has.sum()), q, dtype=object))
+        # a Series of objects keeps each list as one element (numpy would broadcast them)
+        cols["value"].append(pd.Series(values, dtype=object).to_numpy()[has])
+    return pd.DataFrame({k: pd.Series(np.concatenate(v) if v else np.zeros(0, dtype=object),
+                                      dtype=object) for k, v in cols.items()})
 
 
 def answers_long(engine: Engine, campaign_id: int | None,

@@ -28,6 +28,13 @@ def _statistics(url: str, campaign_id: int, version: tuple[int, ...]) -> Statist
     return statistics(engine(), schema(), get_campaign(engine(), campaign_id))
 
 
+@st.cache_data(show_spinner=False, max_entries=32, ttl=60)
+def _live(url: str, campaign_id: int, version: tuple[int, ...]) -> LiveView:
+    """The live top, cached on the label version; a minute at most, for the rate's window."""
+    del url, version
+    return live_view(engine(), campaign_id)
+
+
 def download(label: str, data: Callable[[], bytes | str], name: str, mime: str) -> None:
     """A download button whose file is made only when clicked."""
     st.download_button(label, data=data, file_name=name, mime=mime, key=f"dl_{name}",
@@ -76,7 +83,7 @@ def how_far(live: LiveView) -> None:
 @st.fragment(run_every=LIVE_SECONDS)
 def live_top(campaign_id: int, shown_version: tuple[int, ...]) -> None:
     """The self-refreshing first answer; offers a refresh when the statistics are behind."""
-    live = live_view(engine(), campaign_id)
+    live = _live(get_settings().database_url, campaign_id, data_version(engine(), campaign_id))
     how_far(live)
     if live.version != shown_version:
         st.info("New labels since the numbers below were computed.", icon=":material/update:")
@@ -216,7 +223,7 @@ with right, st.container(border=True):
 tabs = st.tabs(["Progress", "Annotators", "Agreement", "Humans vs machines", "Estimates",
                 "Skips and flags"])
 with tabs[0]:
-    progress_tab(live_view(engine(), camp.id), prefix)
+    progress_tab(_live(get_settings().database_url, camp.id, version), prefix)
 with tabs[1]:
     annotators_tab(stats, prefix)
 with tabs[2]:
