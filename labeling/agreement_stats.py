@@ -299,12 +299,9 @@ def sklearn_kappa(
 
 
 def kappa_from_table(table: np.ndarray) -> float | None:
-    """scikit-learn's unweighted Cohen's kappa from a contingency table (rows: rater a).
-
-    The same steps as ``cohen_kappa_score`` on the table's cells (labels present for either
-    rater, float sums, expected = outer(sum0, sum1) / n), so the same float; it skips the
-    per-call checks that cost milliseconds for each of hundreds of pairs. None when undefined.
-    """
+    """scikit-learn's unweighted Cohen's kappa of a contingency table (rows: rater a), None
+    when undefined: ``cohen_kappa_score``'s own steps (so the same float) without its
+    per-call checks, which cost milliseconds for each of hundreds of pairs."""
     used = np.flatnonzero(table.sum(axis=0) + table.sum(axis=1))
     confusion = table[np.ix_(used, used)].astype(np.float64)
     sum0, sum1 = confusion.sum(axis=0), confusion.sum(axis=1)
