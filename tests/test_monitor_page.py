@@ -195,3 +195,23 @@ def test_a_new_label_shows_after_refresh(pair: dict[str, Any]) -> None:
     assert after == before + 1
     p = campaign_progress(crowd["engine"], get_campaign(crowd["engine"], "crowd").id)
     assert f"{p['labels']} labels counted" in plain(page_text(at))
+
+
+def test_campaigns_page_counts_equal_the_database(pair: dict[str, Any]) -> None:
+    """Campaign progress is read from the database on every run: new labels show at once."""
+    engine = pair["engine"]
+    camp = get_campaign(engine, "crowd")
+    at = login("lead", "pages/campaigns.py")
+    at.selectbox(key="camp_pick").set_value(camp.id).run()
+    assert not at.exception, at.exception
+
+    def shown() -> dict[str, str]:
+        return {m.label: m.value for m in at.metric}
+
+    assert shown()["Labels counted"] == str(campaign_progress(engine, camp.id)["labels"])
+    label_round(engine, "crowd", ["annotator", "annotator2"], 2, odd=set())
+    at.run()
+    p = campaign_progress(engine, camp.id)
+    assert shown()["Labels counted"] == str(p["labels"])
+    assert f"{p['done']} of {p['items']} works have all their labels" in \
+        at.get("progress")[0].proto.text
