@@ -25,10 +25,12 @@ schema is a list of ``QuestionSpec``. Choices, in one place:
   and per-label entries, the number of distinct label sets for a multi-label question.
 - Per label: multi-label labels are binary "present?" questions; single-choice labels are
   one-vs-rest ("chosen?"); binary questions have no per-label entries (they are one already).
-- Cohen's kappa: scikit-learn, unweighted, for every pair of annotators with >= ``min_pair_n``
-  (default and least 2) works in common on a question (multi-label: label sets as nominal
-  values), each with its n so that readers judge by n. A pair whose kappa is undefined (both
-  annotators gave one and the same value on every common work) is listed with kappa None.
+- Cohen's kappa: scikit-learn's unweighted formula (``kappa_from_table`` on the pair's
+  contingency table, tested equal to ``cohen_kappa_score``), for every pair of annotators
+  with >= ``min_pair_n`` (default and least 2) works in common on a question (multi-label:
+  label sets as nominal values), each with its n so that readers judge by n. A pair whose
+  kappa is undefined (both annotators gave one and the same value on every common work) is
+  listed with kappa None.
   Pairs that share fewer works are listed in ``pairs_left_out`` with n and the reason; pairs
   with no work in common are not pairs.
 - Bootstrap: works of a question resampled with replacement ``n_boot`` times (seeded; questions
@@ -47,7 +49,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import sklearn
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
@@ -61,6 +62,7 @@ from labeling.agreement_stats import (
     fleiss_kappa_from_counts,
     gwet_ac1_from_counts,
     json_safe,
+    kappa_from_table,
     krippendorff_alpha,
     measures_from_sums,
     package_alpha_from_counts,
@@ -68,7 +70,6 @@ from labeling.agreement_stats import (
     percent_agreement_from_counts,
     percentile_ci,
     resample_counts,
-    sklearn_kappa,
     unique_rows,
     weighted_sums,
 )
@@ -322,11 +323,9 @@ def _pairs(
                                                   f"{min_n} (--min-pair-n)"})
                 continue
             both = (dense[:, i] >= 0) & (dense[:, j] >= 0)
-            # The pair's contingency table, passed as weighted cells: same kappa, far faster.
+            # The pair's contingency table; kappa_from_table is scikit-learn's arithmetic.
             cells = np.bincount(dense[both, i] * v + dense[both, j], minlength=v * v)
-            nz = np.flatnonzero(cells)
-            with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
-                kappa = sklearn_kappa(nz // v, nz % v, sample_weight=cells[nz])
+            kappa = kappa_from_table(cells.reshape(v, v))
             out.append({**row, "cohen_kappa": kappa})
     return out, left_out
 

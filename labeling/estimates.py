@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from labeling.intervals import (
     clopper_pearson,
@@ -150,11 +151,25 @@ def _groups(strata: Sequence[Hashable] | np.ndarray, size: int) -> tuple[list[An
     return keys, np.array([index[s] for s in strata], dtype=int)
 
 
+def design_groups(strata: Sequence[Hashable] | np.ndarray, keys: Sequence[Any]) -> np.ndarray:
+    """Each unit's position among the design's strata keys (ValueError naming any unknown)."""
+    # Units are many (every validated work), strata few: factorise in C, map the few.
+    codes, uniques = pd.factorize(np.asarray(list(strata) if not isinstance(strata, np.ndarray)
+                                             else strata, dtype=object))
+    index = {key: h for h, key in enumerate(keys)}
+    unknown = sorted(str(u) for u in uniques if u not in index)
+    if unknown:
+        raise ValueError(f"units in strata outside the design: {', '.join(unknown)}")
+    return np.array([index[u] for u in uniques], dtype=int)[codes] if len(codes) else \
+        np.zeros(0, dtype=int)
+
+
 def stratified_prevalence(
     y: Sequence[int] | np.ndarray,
     strata: Sequence[Hashable] | np.ndarray,
     population: Mapping[Any, int],
     alpha: float = 0.05,
+    groups: np.ndarray | None = None,
 ) -> PrevalenceResult:
     """Prevalence in the frame and in each stratum from a stratified random sample.
 
@@ -164,20 +179,18 @@ def stratified_prevalence(
         population: N_h of every stratum of the design (strata with no labelled unit make the
             frame estimate not estimable; they are still listed).
         alpha: 1 - confidence level.
+        groups: design_groups(strata, population) when already computed (many labels, the
+            same units).
     """
     y = np.asarray(y, dtype=float)
-    strata = list(strata)
-    unknown = sorted({str(s) for s in strata if s not in population})
-    if unknown:
-        raise ValueError(f"units in strata outside the design: {', '.join(unknown)}")
+    labels = design_groups(strata, list(population)) if groups is None else groups
     total_N = sum(int(v) for v in population.values())
     rows: list[StratumEstimate] = []
     k_list, n_list, N_list, empty, single = [], [], [], [], []
-    index = {key: h for h, key in enumerate(population)}
-    labels = np.array([index[s] for s in strata], dtype=int)
+    n_of = np.bincount(labels, minlength=len(population))
+    k_of = np.bincount(labels, weights=y, minlength=len(population))
     for h, (key, N_h) in enumerate(population.items()):
-        mask = labels == h
-        n_h, k_h = int(mask.sum()), int(y[mask].sum())
+        n_h, k_h = int(n_of[h]), int(k_of[h])
         lo, hi = wilson(k_h, n_h, alpha)
         rows.append(StratumEstimate(
             stratum=str(key), N=int(N_h), n=n_h, positives=k_h,
@@ -237,6 +250,7 @@ def ratio_estimate(
     strata: Sequence[Hashable] | np.ndarray,
     population: Mapping[Any, int],
     alpha: float = 0.05,
+    groups: np.ndarray | None = None,
 ) -> ProportionEstimate:
     """Ratio T(a) / T(b) of two estimated frame totals (0/1 indicators, a <= b).
 
@@ -246,6 +260,7 @@ def ratio_estimate(
         strata: stratum key of each unit (keys of `population`).
         population: N_h per stratum.
         alpha: 1 - confidence level.
+        groups: design_groups(strata, population) when already computed.
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     _indicator(a, "the numerator")
@@ -253,11 +268,7 @@ def ratio_estimate(
     if (a > b).any():
         raise ValueError("the numerator must imply the denominator (a <= b)")
     keys = list(population)
-    index = {key: h for h, key in enumerate(keys)}
-    unknown = sorted({str(s) for s in strata if s not in index})
-    if unknown:
-        raise ValueError(f"units in strata outside the design: {', '.join(unknown)}")
-    groups = np.array([index[s] for s in strata], dtype=int)
+    groups = design_groups(strata, keys) if groups is None else groups
     n_h = np.bincount(groups, minlength=len(keys)).astype(float)
     N_h = np.array([float(population[k]) for k in keys])
     n_dom = int(b.sum())
@@ -287,6 +298,7 @@ def precision_recall(
     strata: Sequence[Hashable] | np.ndarray,
     population: Mapping[Any, int],
     alpha: float = 0.05,
+    groups: np.ndarray | None = None,
 ) -> dict[str, ProportionEstimate]:
     """Frame precision T(y & R)/T(R) and recall T(y & R)/T(y) of a machine rule R.
 
@@ -296,12 +308,15 @@ def precision_recall(
         strata: stratum key of each unit.
         population: N_h per stratum.
         alpha: 1 - confidence level.
+        groups: design_groups(strata, population) when already computed.
     """
     y, r = np.asarray(y, dtype=float), np.asarray(r, dtype=float)
     both = y * r
+    if groups is None:
+        groups = design_groups(strata, list(population))
     return {
-        "precision": ratio_estimate(both, r, strata, population, alpha),
-        "recall": ratio_estimate(both, y, strata, population, alpha),
+        "precision": ratio_estimate(both, r, strata, population, alpha, groups),
+        "recall": ratio_estimate(both, y, strata, population, alpha, groups),
     }
 
 

@@ -32,15 +32,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import brier_score_loss, confusion_matrix, roc_auc_score
+import sklearn
+from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from labeling.estimates import wilson
+from labeling.machine_arrays import (
+    RANKING_SCORES,
+    QuestionArrays,
+    confusion,
+    encode,
+    encode_records,
+    label_counts,
+    layout,
+    wilson_many,
+)
 from labeling.schema import Question, Schema, get_path
 
 NO_CALL = "(no call)"
 _MISSING = object()
 N_BINS = 10
-RANKING_SCORES = ("score_opus", "score_gpt")
 
 
 def _num(x: Any) -> float | None:
@@ -159,17 +169,8 @@ def binary_metrics(y_true: Sequence[bool], y_pred: Sequence[bool]) -> dict[str, 
         y_pred: the machine call per work.
     """
     t, p = np.asarray(y_true, dtype=bool), np.asarray(y_pred, dtype=bool)
-    tp, fp = int((t & p).sum()), int((~t & p).sum())
-    fn, tn = int((t & ~p).sum()), int((~t & ~p).sum())
-
-    def ratio(k: int, n: int) -> dict[str, Any]:
-        lo, hi = wilson(k, n)
-        return {"estimate": k / n if n else None, "lo": lo, "hi": hi, "n": n}
-
-    prec, rec = ratio(tp, tp + fp), ratio(tp, tp + fn)
-    f1 = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None
-    return {"n": len(t), "tp": tp, "fp": fp, "fn": fn, "tn": tn,
-            "precision": prec, "recall": rec, "f1": f1, "f1_n": tp + fp + fn}
+    return _metrics_from_counts(len(t), int((t & p).sum()), int((~t & p).sum()),
+                                int((t & ~p).sum()), int((~t & ~p).sum()))
 
 
 def reliability(
@@ -185,49 +186,57 @@ def reliability(
     s, t = np.asarray(scores, dtype=float), np.asarray(y, dtype=int)
     if len(s) == 0:
         return {"n": 0, "brier": None, "bins": []}
-    brier = brier_score_loss(t, s, pos_label=1)
+    # The inputs are checked here: scikit-learn's own validation only costs time.
+    with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
+        brier = brier_score_loss(t, s, pos_label=1)
     idx = np.minimum((s * n_bins).astype(int), n_bins - 1)
+    ns = np.bincount(idx, minlength=n_bins)
+    ks = np.bincount(idx, weights=t, minlength=n_bins).astype(int)
+    used = [b for b in range(n_bins) if ns[b]]
+    cis = wilson_many(ks[used], ns[used])
     rows = []
-    for b in range(n_bins):
-        mask = idx == b
-        n = int(mask.sum())
-        if not n:
-            continue
-        k = int(t[mask].sum())
-        lo, hi = wilson(k, n)
+    for b, (lo, hi) in zip(used, cis, strict=True):
+        n, k = int(ns[b]), int(ks[b])
         rows.append({"bin_lo": b / n_bins, "bin_hi": (b + 1) / n_bins, "n": n,
-                     "mean_score": _num(s[mask].mean()), "observed": k / n, "lo": lo, "hi": hi})
+                     "mean_score": _num(s[idx == b].mean()), "observed": k / n, "lo": lo,
+                     "hi": hi})
     return {"n": int(len(s)), "positives": int(t.sum()), "brier": _num(brier), "bins": rows}
 
 
-def _calibration(
-    question: Question, pairs: list[tuple[Any, Mapping[str, Any]]], teachers: Sequence[str]
+def _metrics_from_counts(
+    n: int, tp: int, fp: int, fn: int, tn: int, intervals: Sequence[Any] | None = None
 ) -> dict[str, Any]:
+    """Precision, recall (Wilson intervals), F1 and the counts, from a 2 x 2 table.
+
+    intervals: the precision and recall intervals when already computed (wilson_many).
+    """
+    p_ci, r_ci = intervals or (wilson(tp, tp + fp), wilson(tp, tp + fn))
+
+    def ratio(k: int, m: int, ci: tuple[Any, Any]) -> dict[str, Any]:
+        return {"estimate": k / m if m else None, "lo": ci[0], "hi": ci[1], "n": m}
+
+    f1 = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None
+    return {"n": n, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+            "precision": ratio(tp, tp + fp, p_ci), "recall": ratio(tp, tp + fn, r_ci),
+            "f1": f1, "f1_n": tp + fp + fn}
+
+
+def _calibration(question: Question, arrays: QuestionArrays) -> dict[str, Any]:
     """Per teacher: calibration per label and pooled over the question's labels."""
-    labels = ["yes"] if question.kind == "binary" else list(question.labels)
     out: dict[str, Any] = {}
-    for t in teachers:
-        if t not in question.scores:
-            continue
-        per: dict[str, tuple[list[float], list[bool]]] = {lab: ([], []) for lab in labels}
-        for human, record in pairs:
-            vec = scores_of(question, record, t)
-            if vec is None:
-                continue
-            for i, lab in enumerate(labels):
-                per[lab][0].append(vec[i])
-                per[lab][1].append(positive(question, human, lab))
-        pooled_s = [v for s, _ in per.values() for v in s]
-        pooled_y = [v for _, y in per.values() for v in y]
+    for t, (scores, ok) in arrays.scores.items():
+        s, y = scores[ok], arrays.human[ok]
         out[t] = {
-            "labels": {lab: reliability(s, y) for lab, (s, y) in per.items()},
-            "pooled": reliability(pooled_s, pooled_y),
+            "labels": {lab: reliability(s[:, j], y[:, j]) for j, lab in enumerate(arrays.labels)},
+            # pooled label by label, in the order of the labels
+            "pooled": reliability(s.T.reshape(-1), y.T.reshape(-1)),
         }
     return out
 
 
 def compare_question(
-    question: Question, pairs: Iterable[tuple[Any, Mapping[str, Any]]], teachers: Sequence[str]
+    question: Question, pairs: Iterable[tuple[Any, Mapping[str, Any]]], teachers: Sequence[str],
+    *, schema: Schema | None = None, encoded: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Every system against the human answer on one question.
 
@@ -236,72 +245,84 @@ def compare_question(
         pairs: (validated answer of the question, frame record) per work; works whose answer
             is None are not counted.
         teachers: the schema's teacher names.
+        schema: the schema the records are encoded under (default: this question alone).
+        encoded: the works' encoded records (machine_arrays.encode_record), one row per pair;
+            computed from the records when not given.
     """
-    kept = [(human_value(question, a), r) for a, r in pairs]
-    kept = [(h, r) for h, r in kept if h is not None]
-    labels = ["yes"] if question.kind == "binary" else list(question.labels)
+    pairs = list(pairs)
+    schema = schema or Schema(questions=(question,), version="", teachers=tuple(teachers),
+                              hash="", path="")
+    if encoded is None:
+        encoded = encode_records(schema, [r for _, r in pairs])
+    humans = [human_value(question, a) for a, _ in pairs]
+    rows = [i for i, h in enumerate(humans) if h is not None]
+    kept = [humans[i] for i in rows]
+    arrays = encode(question, kept, encoded[rows], layout(schema),
+                    systems(question, teachers), teachers)
     result: dict[str, Any] = {"kind": question.kind, "n_works": len(kept),
                               "threshold": question.threshold, "systems": {}}
-    for system, source in systems(question, teachers).items():
-        calls = [(h, system_call(question, r, system, teachers)) for h, r in kept]
-        present = [(h, c) for h, c in calls if c is not _MISSING]
-        entry: dict[str, Any] = {"source": source, "n": len(present),
-                                 "n_missing": len(calls) - len(present), "labels": {}}
-        for lab in labels:
-            y = [positive(question, h, lab) for h, _ in present]
-            pred = [c is not None and positive(question, c, lab) for _, c in present]
-            entry["labels"][lab] = binary_metrics(y, pred)
+    for system, sa in arrays.systems.items():
+        present = sa.present
+        n = int(present.sum())
+        entry: dict[str, Any] = {"source": sa.source, "n": n, "n_missing": len(kept) - n,
+                                 "labels": {}}
+        c = label_counts(arrays.human[present], sa.calls[present])
+        tp = c["tp"]
+        cis = wilson_many(np.concatenate([tp, tp]), np.concatenate([tp + c["fp"], tp + c["fn"]]))
+        width = len(arrays.labels)
+        for j, lab in enumerate(arrays.labels):
+            entry["labels"][lab] = _metrics_from_counts(
+                n, *(int(c[k][j]) for k in ("tp", "fp", "fn", "tn")),
+                intervals=(cis[j], cis[width + j]))
         if question.kind == "single":
-            entry.update(_single_summary(question, present))
+            idx = np.flatnonzero(present)
+            entry.update(_single_summary(question, [arrays.human_single[i] for i in idx],
+                                         sa.single[idx]))
         result["systems"][system] = entry
-    result["calibration"] = _calibration(question, kept, teachers)
+    result["calibration"] = _calibration(question, arrays)
     return result
 
 
-def _single_summary(question: Question, present: list[tuple[Any, Any]]) -> dict[str, Any]:
+def _single_summary(question: Question, humans: list[Any], codes: np.ndarray) -> dict[str, Any]:
     """Confusion matrix (rows human, columns machine) and accuracy of a single-choice system."""
-    columns = [*question.labels, NO_CALL]
-    y_true = [h for h, _ in present]
-    y_pred = [NO_CALL if c is None else c for _, c in present]
-    known = [(t, p) for t, p in zip(y_true, y_pred, strict=True)
-             if t in question.labels and p in columns]
-    correct = sum(t == p for t, p in known)
-    lo, hi = wilson(correct, len(known))
-    matrix = (
-        confusion_matrix([t for t, _ in known], [p for _, p in known], labels=columns)
-        if known else np.zeros((len(columns), len(columns)), dtype=int)
-    )
+    matrix, known, correct, no_calls = confusion(question, humans, codes)
+    lo, hi = wilson(correct, known)
     return {
-        "no_calls": sum(p == NO_CALL for p in y_pred),
-        "accuracy": {"estimate": correct / len(known) if known else None, "lo": lo, "hi": hi,
-                     "n": len(known)},
-        "confusion": {"rows": list(question.labels), "columns": columns,
+        "no_calls": no_calls,
+        "accuracy": {"estimate": correct / known if known else None, "lo": lo, "hi": hi,
+                     "n": known},
+        "confusion": {"rows": list(question.labels), "columns": [*question.labels, NO_CALL],
                       "matrix": [[int(v) for v in row] for row in matrix[: len(question.labels)]],
-                      "n": len(known)},
+                      "n": known},
     }
 
 
 def ranking_report(
-    question: Question, works: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]
+    question: Question, works: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    ranking: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """The machine_scores against "the human chose at least one label" of a multi question.
 
     Args:
         question: a multi-label question.
         works: (validated final answers, frame record) per work.
+        ranking: each machine_scores key's values per work (NaN where absent), when already
+            read (machine_arrays encodings); else read from the records.
     """
     out: dict[str, Any] = {"question": question.name,
                            "target": f"at least one label of '{question.name}' chosen",
                            "scores": {}}
+    humans = [human_value(question, answers.get(question.name)) for answers, _ in works]
     for key in RANKING_SCORES:
-        s, y = [], []
-        for answers, record in works:
-            human = human_value(question, answers.get(question.name))
-            value = get_path(dict(record), f"machine_scores.{key}")
-            if human is not None and _is_num(value):
-                s.append(float(value))
-                y.append(bool(human))
-        auc = roc_auc_score(y, s) if 0 < sum(y) < len(y) else None
+        if ranking is not None:
+            values = ranking[key]
+        else:
+            raw = [get_path(dict(record), f"machine_scores.{key}") for _, record in works]
+            values = np.array([float(v) if _is_num(v) else np.nan for v in raw])
+        keep = [i for i, h in enumerate(humans) if h is not None and not np.isnan(values[i])]
+        s = values[keep] if keep else np.zeros(0)
+        y = np.array([bool(humans[i]) for i in keep], dtype=bool)
+        auc = roc_auc_score(y, s) if 0 < y.sum() < len(y) else None
         out["scores"][key] = {"auc": _num(auc), **reliability(s, y)}
     return out
 
@@ -310,6 +331,8 @@ def compare(
     schema: Schema,
     works: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]],
     questions: Sequence[str] | None = None,
+    *,
+    encoded: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The humans-vs-machines report for validated works.
 
@@ -317,18 +340,25 @@ def compare(
         schema: the label schema (questions, teachers, score and call paths).
         works: (validated final answers {question: value}, frame record) per work.
         questions: names of the questions to report (None = all of the schema's).
+        encoded: the works' records encoded under the schema (machine_arrays), one row per
+            work, when already done (e.g. from the memo); a record may then be None.
     """
     works = list(works)
+    if encoded is None:
+        encoded = encode_records(schema, [r for _, r in works])
+    lay = layout(schema)
     wanted = [q for q in schema.questions if questions is None or q.name in questions]
     multi = next((q for q in wanted if q.kind == "multi"), None)
+    ranking = {key: encoded[:, col] for key, col in lay.ranking.items()}
     return {
         "n_works": len(works),
         "teachers": list(schema.teachers),
         "questions": {
             q.name: compare_question(
-                q, [(answers.get(q.name), record) for answers, record in works], schema.teachers
+                q, [(answers.get(q.name), record) for answers, record in works], schema.teachers,
+                schema=schema, encoded=encoded,
             )
             for q in wanted
         },
-        "machine_scores": ranking_report(multi, works) if multi is not None else None,
+        "machine_scores": ranking_report(multi, works, ranking) if multi is not None else None,
     }

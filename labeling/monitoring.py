@@ -156,7 +156,7 @@ def agreement_by(matches: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 def annotator_table(
     labels: pd.DataFrame, finals: Mapping[str, Mapping[str, Any]],
-    questions: Sequence[str] | None = None,
+    questions: Sequence[str] | None = None, *, matches: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per annotator: volume, time, throughput, agreement with the validated answer, gold accuracy.
 
@@ -164,6 +164,8 @@ def annotator_table(
         labels: label versions (LABEL_COLUMNS).
         finals: work id -> final answers of the validated works.
         questions: the questions compared (None = all).
+        matches: answer_matches rows already computed (e.g. by the database); then finals
+            and questions are not used.
 
     Returns:
         annotator, labels, skips, flags, median_seconds (+ time_n: labels with a time),
@@ -177,13 +179,18 @@ def annotator_table(
     if labels.empty:
         return pd.DataFrame(columns=cols)
     current = latest_only(labels)
-    matches = answer_matches(labels, finals, questions)
+    if matches is None:
+        matches = answer_matches(labels, finals, questions)
     hours = pd.to_datetime(labels["created_at"], utc=True).dt.floor("h")
+    # Grouped once: a mask per annotator over every label and match costs more with many.
+    active_hours = hours.groupby(labels["annotator"].to_numpy()).nunique()
+    by_who = {who: m for who, m in matches.groupby("annotator", sort=False)}
+    no_match = matches.iloc[0:0]
     rows = []
     for who, mine in current.groupby("annotator", sort=True):
         times = mine["time_on_item_ms"].dropna()
-        active = int(hours[labels["annotator"] == who].nunique())
-        m = matches[matches["annotator"] == who]
+        active = int(active_hours.get(who, 0))
+        m = by_who.get(who, no_match)
         plain = share(m.loc[~m["gold_item"], "match"])
         gold_rows = m[m["gold_item"]]
         gold = share(gold_rows["match"])

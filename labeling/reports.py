@@ -2,14 +2,65 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Engine
+import numpy as np
+import pandas as pd
+from sqlalchemy import Engine, exists, literal_column, select
+from sqlalchemy.orm import aliased
 
+from db.engine import read_session
+from db.models import Label, User
 from labeling.agreement import MIN_PAIR_N, agreement_report, question_specs
 from labeling.campaigns import get_campaign
-from labeling.labels import current_labels
 from labeling.schema import Schema
+
+_ABSENT = object()  # a question the answers do not hold
+
+
+def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
+                 questions: Sequence[str]) -> pd.DataFrame:
+    """(work id, annotator, answers) rows, in order, as the agreement report's long table.
+
+    Built question by question: the report reads each question's rows in this same order, so
+    the same rows give the same report (bootstrap draws included).
+    """
+    # numpy object arrays, never pandas strings: pandas would convert each column to Arrow
+    works = np.array([r[0] for r in rows], dtype=object)
+    annotators = np.array([r[1] for r in rows], dtype=object)
+    cols: dict[str, list[Any]] = {"work_id": [], "annotator": [], "question": [], "value": []}
+    for q in questions:
+        values = [r[2].get(q, _ABSENT) for r in rows]
+        has = np.fromiter((v is not _ABSENT for v in values), dtype=bool, count=len(values))
+        cols["work_id"].append(works[has])
+        cols["annotator"].append(annotators[has])
+        cols["question"].append(np.full(int(has.sum()), q, dtype=object))
+        # a Series of objects keeps each list as one element (numpy would broadcast them)
+        cols["value"].append(pd.Series(values, dtype=object).to_numpy()[has])
+    return pd.DataFrame({k: pd.Series(np.concatenate(v) if v else np.zeros(0, dtype=object),
+                                      dtype=object) for k, v in cols.items()})
+
+
+def answers_long(engine: Engine, campaign_id: int | None,
+                 questions: Sequence[str]) -> pd.DataFrame:
+    """Each annotator's current answers (skips left out) as long_answers, ordered by campaign,
+    work and annotator (multi-label values as lists)."""
+    newer = aliased(Label)
+    query = (
+        select(Label.campaign_id, Label.work_id, User.name, Label.answers)
+        .join(User, User.id == Label.user_id)
+        .where(Label.skipped.is_(False), ~exists(select(literal_column("1")).where(
+            newer.campaign_id == Label.campaign_id, newer.work_id == Label.work_id,
+            newer.user_id == Label.user_id, newer.version > Label.version)))
+    )
+    if campaign_id is not None:
+        query = query.where(Label.campaign_id == campaign_id)
+    with read_session(engine) as session:
+        rows = session.connection().execute(query).all()
+    # Sorted here, not by the database, so that every engine's collation gives one order.
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    return long_answers([(w, a, ans) for _, w, a, ans in rows], questions)
 
 
 def agreement_for(
@@ -20,6 +71,7 @@ def agreement_for(
     n_boot: int = 200,
     seed: int = 0,
     min_pair_n: int = MIN_PAIR_N,
+    labels: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The agreement report of one campaign's labels (or of every label when None).
 
@@ -31,6 +83,7 @@ def agreement_for(
         seed: bootstrap seed (same seed, same intervals).
         min_pair_n: common works a pair of annotators needs for Cohen's kappa (>= 2); pairs
             that share fewer are listed in the report's pairs_left_out.
+        labels: the campaign's long_answers when already read (the Monitor has them).
     """
     questions = list(schema.questions)
     campaign_id = None
@@ -39,17 +92,9 @@ def agreement_for(
         campaign_id = info.id
         if info.questions:
             questions = [q for q in questions if q.name in info.questions]
-    labels = current_labels(engine, campaign_id)
-    if not labels.empty:
-        multi = {q.name for q in questions if q.kind == "multi"}
-        labels = labels[labels["question"].isin({q.name for q in questions})].copy()
-        # current_labels joins multi-label answers with ";"; agreement wants label lists.
-        labels["value"] = [
-            [x for x in str(v).split(";") if x] if q in multi else v
-            for q, v in zip(labels["question"], labels["value"], strict=True)
-        ]
     report = agreement_report(
-        labels[["work_id", "annotator", "question", "value"]] if not labels.empty else labels,
+        answers_long(engine, campaign_id, [q.name for q in questions]) if labels is None
+        else labels,
         question_specs(questions),
         n_boot=n_boot,
         seed=seed,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from labeling import access, sso, sso_mappings
-from labeling.admin import import_uploaded_frame
+from labeling.admin import import_uploaded_frame, outcomes
 from labeling.card import escape_markdown as esc
 from labeling.settings import get_settings
 from labeling.users import UserError, add_user, list_users, set_active, set_role
@@ -140,6 +140,9 @@ with import_tab:
     if upload is not None and st.button("Import", key="do_import", type="primary"):
         result = import_uploaded_frame(engine(), schema(), upload.name, upload.getvalue(),
                                        strict=strict)  # fmt: skip
-        (st.error if result.exit_code else st.success)(esc(result.headline))
-        if result.problems:
-            st.dataframe(result.problems, hide_index=True, width="stretch")
+        st.caption(esc(result.headline))
+        # Each outcome in its colour: stored green, rejected lines a warning with their list.
+        for part in outcomes(result):
+            getattr(st, part.level)(esc(part.text))
+            if part.rows:
+                st.dataframe(part.rows, hide_index=True, width="stretch")

@@ -23,6 +23,7 @@ from pages._guard import engine, require, schema
 
 user = require("campaigns")
 S = st.session_state
+LIVE_SECONDS = 10  # the progress counts re-read the database this often
 STRATEGY_HELP = {
     "score_opus": "score_opus, highest first", "score_gpt": "score_gpt, highest first",
     "score_max": "larger of the two heads, highest first", "score_spread": "spread, largest first",
@@ -87,6 +88,7 @@ def _create(v: dict[str, Any]) -> None:
         return
     kind = "a probability sample" if info.is_probability_sample else "not a probability sample"
     S["camp_msg"] = ("success", f"Created '{info.name}' with {info.n_items} works ({kind}).")
+    S["camp_pick"] = info.id  # "Progress of" switches to the new campaign
 
 
 def create_form() -> None:
@@ -133,8 +135,9 @@ def create_form() -> None:
             st.rerun()
 
 
-def progress_view(info: Any) -> None:
-    """One campaign's counts, sample design and open/closed switch."""
+@st.fragment(run_every=LIVE_SECONDS)
+def live_counts(info: Any) -> None:
+    """The counts, read from the database on every run and every few seconds (never cached)."""
     p = campaign_progress(engine(), info.id)
     st.progress(p["fraction_done"], text=f"{p['done']} of {p['items']} works have all their "
                 f"labels ({p['fraction_done']:.0%}); {p['remaining']} to go")
@@ -144,6 +147,11 @@ def progress_view(info: Any) -> None:
     cols[2].metric("Leased now", p["in_progress"])
     cols[3].metric("Annotators", p["annotators"])
     cols[4].metric("Gold items", p["gold_items"])
+
+
+def progress_view(info: Any) -> None:
+    """One campaign's counts, sample design and open/closed switch."""
+    live_counts(info)
     kind = "probability sample" if info.is_probability_sample else "not a probability sample"
     st.caption(f"{esc(info.strategy)} · {kind} · rule {esc(info.rule)} · overlap {info.overlap}"
                f" · {'blind' if info.blind else 'scores shown'} · lease {info.lease_seconds} s"
@@ -175,5 +183,10 @@ st.dataframe(
       "rule": c.rule, "works": c.n_items, "done": c.n_done} for c in campaigns],
     hide_index=True,
 )
-chosen = st.selectbox("Progress of", campaigns, format_func=lambda c: c.name, key="camp_pick")
-progress_view(chosen)
+by_id = {c.id: c for c in campaigns}
+if S.get("camp_pick") not in by_id:
+    S["camp_pick"] = campaigns[0].id  # the newest
+# Options are ids, not CampaignInfo objects: their counts change, their id does not.
+chosen = st.selectbox("Progress of", list(by_id), format_func=lambda c: by_id[c].name,
+                      key="camp_pick")
+progress_view(by_id[chosen])

@@ -1,173 +1,196 @@
-"""Monitor (leads): progress, annotators, agreement, humans vs machines and frame estimates."""
+"""Monitor (leads): four answers at a glance, then progress, annotators, agreement, machines."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import altair as alt
-import pandas as pd
 import streamlit as st
 
-from labeling import monitoring as mon
-from labeling.agreement import MIN_PAIR_N
-from labeling.campaigns import campaign_progress, list_campaigns
+from labeling import monitor_charts as charts
+from labeling.campaigns import get_campaign, list_campaigns
 from labeling.card import escape_markdown as esc
-from labeling.evaluation import frame_estimates, machine_report
-from labeling.report_tables import (
-    agreement_table,
-    brier_table,
-    confusion_tables,
-    estimate_table,
-    machine_table,
-    pairs_table,
-    reliability_table,
-    with_ci,
-)
-from labeling.reports import agreement_for
+from labeling.monitor_data import data_version
+from labeling.monitor_text import fmt_hours
+from labeling.monitor_view import LiveView, Statistics, Table, live_view, statistics
+from labeling.settings import get_settings
 from pages._guard import engine, require, schema
 
 user = require("monitor")
 S = st.session_state
+LIVE_SECONDS = 10  # the top re-reads the counts this often; the statistics when labels change
 
 
-def table(df: pd.DataFrame, empty: str) -> None:
-    """A table, or a plain sentence when it has no rows."""
-    if df.empty:
-        st.caption(empty)
-    else:
-        st.dataframe(df, hide_index=True)
+@st.cache_data(show_spinner="Computing the campaign's statistics...", max_entries=16)
+def _statistics(url: str, campaign_id: int, version: tuple[int, ...]) -> Statistics:
+    """The statistics of a campaign, cached on the database and its label version (not time)."""
+    del url, version  # the cache key: a new label, status or queue change recomputes
+    return statistics(engine(), schema(), get_campaign(engine(), campaign_id))
 
 
-@st.fragment(run_every=30)
-def live(campaign_id: int) -> None:
-    """The parts that change while annotators work: progress, annotators, reasons, drift."""
-    p = campaign_progress(engine(), campaign_id)
-    st.markdown(
-        f"**Progress:** {p['done']} of {p['items']} works done ({p['fraction_done']:.0%}) · "
-        f"{p['labels']} labels counted · {p['skips']} skips · {p['in_progress']} leased now · "
-        f"{p['annotators']} annotators · {p['gold_items']} gold items")
-    labels = mon.load_labels(engine(), campaign_id)
-    finals = mon.load_finals(engine(), campaign_id)
-    events = mon.load_events(engine(), campaign_id)
-    progress = mon.progress_table(labels, events, "D")
-    st.markdown("#### Progress over time")
-    st.caption("Cumulative per day: labels and skips submitted (first versions), works that "
-               "became validated or disputed.")
-    if progress.empty:
-        st.caption("No labels or status changes yet in this campaign.")
-    else:
-        st.altair_chart(
-            alt.Chart(mon.progress_long(progress)).mark_line(point=True).encode(
-                x=alt.X("period:T", title="day"), y=alt.Y("works:Q", title="works"),
-                color="measure:N", tooltip=["period:T", "measure:N", "works:Q"]),
-            width="stretch")
-        table(progress, "")
-    st.markdown("#### Annotators")
-    st.caption("Agreement with the validated answer: share of an annotator's answers (per "
-               "question) equal to the final answer on validated non-gold works, 95% Wilson "
-               "interval, n = answers compared. Gold: the same on gold checks. Throughput: "
-               "labels and skips per clock hour with at least one submission.")
-    stats = mon.annotator_table(labels, finals)
-    if not stats.empty:
-        stats = with_ci(stats, "agreement [95% CI]", "agree", "agree_lo", "agree_hi")
-        stats = with_ci(stats, "gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi")
-    table(stats, "No labels yet.")
-    matches = mon.answer_matches(labels, finals)
-    st.markdown("#### Agreement with the validated answer, per question")
-    per_q = mon.agreement_by(matches[~matches["gold_item"]], ["annotator", "question"])
-    table(with_ci(per_q, "agreement [95% CI]", "share", "lo", "hi"),
-          "No validated works with labels yet.")
-    st.markdown("#### Drift: agreement with the validated answer by week")
-    drift = mon.drift_table(matches, "W")
-    if drift.empty:
-        st.caption("No validated works with labels yet.")
-    else:
-        st.altair_chart(
-            alt.Chart(drift).mark_line(point=True).encode(
-                x=alt.X("period:T", title="week"),
-                y=alt.Y("share:Q", title="agreement", scale=alt.Scale(domain=[0, 1])),
-                color="annotator:N", tooltip=["period:T", "annotator:N", "share:Q", "lo:Q",
-                                              "hi:Q", "n:Q"]),
-            width="stretch")
-        table(with_ci(drift, "agreement [95% CI]", "share", "lo", "hi"), "")
-    st.markdown("#### Skip and flag reasons")
-    table(mon.reasons_table(labels), "No skips or flags.")
+@st.cache_data(show_spinner=False, max_entries=32, ttl=60)
+def _live(url: str, campaign_id: int, version: tuple[int, ...]) -> LiveView:
+    """The live top, cached on the label version; a minute at most, for the rate's window."""
+    del url, version
+    return live_view(engine(), campaign_id)
 
 
-def agreement(campaign_id: int) -> None:
-    """Inter-annotator agreement per question and label, and Cohen's kappa per pair."""
-    report = agreement_for(engine(), schema(), campaign_id)
-    st.markdown("#### Inter-annotator agreement per question and label")
-    st.caption("Krippendorff's alpha and Fleiss' kappa with 95% bootstrap intervals (over "
-               "works), Gwet's AC1, percent agreement; n_works and n_labels are what each row "
-               "rests on. Empty cells: the measure is undefined (e.g. no variation).")
-    rows = agreement_table(report)
-    rows = rows[rows["n_labels"].fillna(0) > 0]
-    if not rows.empty:
-        rows = with_ci(rows, "alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi")
-        rows = with_ci(rows, "fleiss kappa [95% CI]", "fleiss_kappa", "kappa_lo", "kappa_hi")
-    table(rows, "No labels yet.")
-    st.markdown("#### Pairwise agreement (Cohen's kappa)")
-    pairs = pairs_table(report)
-    if pairs.empty:
-        st.caption(f"No pair of annotators has a defined kappa on {MIN_PAIR_N} or more works in "
-                   "common yet.")
+def download(label: str, data: Callable[[], bytes | str], name: str, mime: str) -> None:
+    """A download button whose file is made only when clicked."""
+    st.download_button(label, data=data, file_name=name, mime=mime, key=f"dl_{name}",
+                       on_click="ignore", icon=":material/download:", type="tertiary")
+
+
+def show_table(t: Table, prefix: str, height: int | str = "auto") -> None:
+    """A table with its CSV download, or its one-sentence empty state."""
+    if t.is_empty:
+        st.caption(esc(t.empty))
         return
-    st.caption("Mean over questions weighted by n; n = works in common × questions.")
-    base = alt.Chart(pairs).encode(x=alt.X("a:N", title=None), y=alt.Y("b:N", title=None))
-    heat = base.mark_rect().encode(
-        color=alt.Color("kappa:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue")),
-        tooltip=["a:N", "b:N", alt.Tooltip("kappa:Q", format=".2f"), "n:Q"])
-    text = base.mark_text().encode(text=alt.Text("label:N")).transform_calculate(
-        label="format(datum.kappa, '.2f') + ' (n=' + datum.n + ')'")
-    st.altair_chart(heat + text, width="stretch")
-    table(pairs, "")
+    st.dataframe(t.shown, hide_index=True, height=height)
+    download("CSV", lambda: t.raw.to_csv(index=False), f"{prefix}_{t.key}.csv", "text/csv")
 
 
-def machines(campaign_id: int) -> None:
-    """Each teacher, the candidate and the consensus against the validated answers."""
-    report = machine_report(engine(), schema(), campaign_id)
-    st.markdown("#### Humans vs machines")
-    st.caption(f"Against {report['n_works']} validated works. Precision and recall with 95% "
-               "Wilson intervals; each n is the count the number rests on.")
-    rows = machine_table(report)
-    if not rows.empty:
-        rows = with_ci(rows, "precision [95% CI]", "precision", "precision_lo", "precision_hi")
-        rows = with_ci(rows, "recall [95% CI]", "recall", "recall_lo", "recall_hi")
-    table(rows, "No validated works yet.")
-    st.markdown("**Calibration of the teachers' scores (Brier score, lower is better)**")
-    table(brier_table(report), "No validated works yet.")
-    bins = reliability_table(report)
-    if not bins.empty:
-        st.markdown("**Reliability: does a score of 0.8 mean 80%?** (pooled over each "
-                    "question's labels; bars are 95% Wilson intervals, n per bin in the tooltip)")
-        base = alt.Chart().encode(
-            x=alt.X("mean_score:Q", title="mean score in bin", scale=alt.Scale(domain=[0, 1])),
-            color="teacher:N")
-        points = base.mark_line(point=True).encode(
-            y=alt.Y("observed:Q", title="human rate", scale=alt.Scale(domain=[0, 1])),
-            tooltip=["question:N", "teacher:N", "n:Q", alt.Tooltip("observed:Q", format=".2f")])
-        bars = base.mark_rule().encode(y="lo:Q", y2="hi:Q")
-        # Perfect calibration: the human rate equals the mean score.
-        ideal = base.mark_line(strokeDash=[4, 4], color="gray").encode(y="mean_score:Q")
-        st.altair_chart(alt.layer(ideal, bars, points, data=bins).facet(column="question:N"))
-    for (question, system), matrix in confusion_tables(report).items():
+def show_chart(chart: alt.TopLevelMixin | None, name: str, prefix: str, empty: str,
+               stretch: bool = True) -> None:
+    """An Altair chart with PNG and SVG downloads, or its one-sentence empty state."""
+    if chart is None:
+        st.caption(esc(empty))
+        return
+    st.altair_chart(chart, width="stretch" if stretch else "content")
+    a, b, _ = st.columns([1, 1, 6])
+    with a:
+        download("PNG", lambda: charts.chart_bytes(chart, "png"), f"{prefix}_{name}.png",
+                 "image/png")
+    with b:
+        download("SVG", lambda: charts.chart_bytes(chart, "svg"), f"{prefix}_{name}.svg",
+                 "image/svg+xml")
+
+
+def how_far(live: LiveView) -> None:
+    """Question 1: done / total, labels per hour and ETA, each with its n and interval."""
+    p, r = live.progress, live.rate
+    st.markdown("##### How far are we?")
+    st.progress(p["fraction_done"], text=f"{p['done']} of {p['items']} works done")
+    a, b = st.columns(2)
+    a.metric("Labels per hour", "—" if r["per_hour"] is None else f"{r['per_hour']:.1f}",
+             help="Labels that count towards the overlap, over the last 7 days (or since the "
+                  "first label), with the exact Poisson 95% interval.")
+    b.metric("ETA at this rate", "—" if r["eta_hours"] is None else fmt_hours(r["eta_hours"]))
+    st.caption(esc(live.sentences["progress"]))
+    st.caption(esc(live.sentences["rate"]))
+
+
+@st.fragment(run_every=LIVE_SECONDS)
+def live_top(campaign_id: int, shown_version: tuple[int, ...]) -> None:
+    """The self-refreshing first answer; offers a refresh when the statistics are behind."""
+    live = _live(get_settings().database_url, campaign_id, data_version(engine(), campaign_id))
+    how_far(live)
+    if live.version != shown_version:
+        st.info("New labels since the numbers below were computed.", icon=":material/update:")
+        if st.button("Refresh the statistics", key="mon_refresh"):
+            st.rerun(scope="app")
+
+
+def attention(stats: Statistics, prefix: str) -> None:
+    """Question 2: annotators far from the validated answers or gold checks, or fast or slow."""
+    t = stats.tables
+    st.markdown("##### Who needs attention?")
+    st.caption("Annotators clearly below everyone else on the validated answers or the gold "
+               "checks (95% Wilson upper bound under the others' rate), or unusually fast or "
+               "slow (median time's 95% interval beyond half or twice the others' median).")
+    show_table(t["attention"], prefix)
+
+
+def reliability(stats: Statistics, prefix: str) -> None:
+    """Question 3: Krippendorff's alpha per question, flagged below 0.667 and 0.8."""
+    st.markdown("##### Which questions are unreliable?")
+    st.caption(esc(stats.sentences["reliability"]))
+    show_table(stats.tables["reliability"], prefix)
+
+
+def teachers(stats: Statistics, prefix: str) -> None:
+    """Question 4: each teacher's precision and recall per label, once works are validated."""
+    st.markdown("##### How good are the teachers?")
+    st.caption(esc(stats.sentences["teachers"]))
+    if not stats.tables["teachers"].is_empty:
+        show_table(stats.tables["teachers"], prefix, height=280)
+
+
+def progress_tab(live: LiveView, prefix: str) -> None:
+    """Cumulative labels, skips, validated and disputed works, binned to fit the span."""
+    step = live.cumulative["step"].iloc[0] if not live.cumulative.empty else ""
+    st.caption(f"Cumulative counts, one point per {step} (UTC): first labels and skips, works "
+               "that became validated or disputed." if step else "")
+    show_chart(charts.progress_chart(live.cumulative), "progress", prefix,
+               "No labels or status changes yet in this campaign.")
+
+
+def annotators_tab(stats: Statistics, prefix: str) -> None:
+    """Throughput, time per work, the annotator table, per-question agreement and drift."""
+    t, rows = stats.tables, stats.annotators
+    a, b = st.columns(2)
+    with a:
+        st.markdown("**Throughput** (labels and skips per active clock hour)")
+        show_chart(charts.throughput_chart(rows), "throughput", prefix, "No labels yet.")
+    with b:
+        st.markdown("**Time per work** (median seconds, 95% interval)")
+        show_chart(charts.time_chart(rows), "time_per_work", prefix,
+                   "No labels with a recorded time yet.")
+    st.caption("Agreement: share of an annotator's answers equal to the validated answer on "
+               "validated non-gold works, 95% Wilson interval, n = answers compared. Gold: the "
+               "same on gold checks.")
+    show_table(t["annotators"], prefix)
+    st.markdown("**Agreement with the validated answer, per question**")
+    show_table(t["per_question"], prefix)
+    st.markdown("**Drift: agreement with the validated answer by week**")
+    show_chart(charts.drift_chart(stats.drift), "drift", prefix, t["drift"].empty)
+    if not t["drift"].is_empty:
+        show_table(t["drift"], prefix)
+
+
+def agreement_tab(stats: Statistics, prefix: str) -> None:
+    """Agreement per question and label, and the pairwise kappa matrix."""
+    st.caption("Krippendorff's alpha and Fleiss' kappa with 95% bootstrap intervals (over works, "
+               "200 replicates, seed 0: the numbers of `labeling agreement`), Gwet's AC1, "
+               "percent agreement; n_works and n_labels are what each row rests on.")
+    show_table(stats.tables["agreement"], prefix)
+    st.markdown("**Cohen's kappa per pair of annotators** (mean over questions weighted by n; "
+                "n in each cell's tooltip)")
+    show_chart(charts.kappa_matrix(stats.pairs), "kappa_matrix", prefix,
+               stats.tables["pairs"].empty, stretch=False)
+    if not stats.tables["pairs"].is_empty:
+        show_table(stats.tables["pairs"], prefix)
+
+
+def machines_tab(stats: Statistics, prefix: str) -> None:
+    """Every machine system against the validated answers, calibration and confusion."""
+    t = stats.tables
+    if t["machines"].is_empty:
+        st.caption(esc(t["machines"].empty))
+        return
+    show_table(t["machines"], prefix)
+    st.markdown("**Calibration of the teachers' scores** (Brier score, lower is better)")
+    show_table(t["brier"], prefix)
+    st.markdown("**Reliability: does a score of 0.8 mean 80%?** (pooled over each question's "
+                "labels; bars are 95% Wilson intervals, n per bin in the tooltip)")
+    show_chart(charts.reliability_chart(stats.reliability_bins), "reliability", prefix,
+               "No scores to bin.", stretch=False)
+    for (question, system), matrix in stats.confusion.items():
         with st.expander(f"Confusion matrix: {question}, {system} (rows human, columns machine)"):
-            st.dataframe(matrix, width="stretch")
+            st.dataframe(matrix)
+            download("CSV", lambda m=matrix: m.to_csv(), f"{prefix}_confusion_{question}_"
+                     f"{system}.csv", "text/csv")
 
 
-def estimates(campaign_id: int) -> None:
+def estimates_tab(stats: Statistics, prefix: str) -> None:
     """Frame prevalence per label from a probability sample, or the plain refusal."""
-    st.markdown("#### Estimates for the whole frame")
-    est = frame_estimates(engine(), schema(), campaign_id)
-    if not est["estimable"]:
-        st.warning(esc(est["reason"]), icon=":material/block:")
+    est = stats.estimates or {}
+    if not est.get("estimable"):
+        st.warning(esc(stats.sentences["estimates"]), icon=":material/block:")
         return
-    st.caption(f"{est['n_validated']} validated of {est['n_sampled']} sampled works, frame of "
-               f"{est['population']} works; {esc(est['assumption'])}.")
-    table(pd.DataFrame(est["strata"]), "")
-    rows = estimate_table(est)
-    if not rows.empty:
-        rows = with_ci(rows, "prevalence [95% CI]", "prevalence", "lo", "hi")
-    table(rows, "No validated sampled works yet.")
+    st.caption(esc(stats.sentences["estimates"]))
+    show_table(stats.tables["strata"], prefix)
+    show_table(stats.tables["estimates"], prefix)
 
 
 # ------------------------------------------------------------------ the page
@@ -184,7 +207,30 @@ st.selectbox("Campaign", list(campaigns), key="mon_campaign",
 camp = campaigns[S["mon_campaign"]]
 st.caption(f"Strategy {esc(camp.strategy)} · rule {esc(camp.rule)}, k={camp.overlap} · "
            f"gold rate {camp.gold_rate:.0%} · {camp.n_items} works queued")
-live(camp.id)
-agreement(camp.id)
-machines(camp.id)
-estimates(camp.id)
+version = data_version(engine(), camp.id)
+stats = _statistics(get_settings().database_url, camp.id, version)
+prefix = f"campaign{camp.id}"
+left, right = st.columns(2)
+with left, st.container(border=True):
+    live_top(camp.id, version)
+with right, st.container(border=True):
+    attention(stats, prefix)
+left, right = st.columns(2)
+with left, st.container(border=True):
+    reliability(stats, prefix)
+with right, st.container(border=True):
+    teachers(stats, prefix)
+tabs = st.tabs(["Progress", "Annotators", "Agreement", "Humans vs machines", "Estimates",
+                "Skips and flags"])
+with tabs[0]:
+    progress_tab(_live(get_settings().database_url, camp.id, version), prefix)
+with tabs[1]:
+    annotators_tab(stats, prefix)
+with tabs[2]:
+    agreement_tab(stats, prefix)
+with tabs[3]:
+    machines_tab(stats, prefix)
+with tabs[4]:
+    estimates_tab(stats, prefix)
+with tabs[5]:
+    show_table(stats.tables["reasons"], prefix)

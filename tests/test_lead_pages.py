@@ -232,7 +232,7 @@ def test_monitor_renders_for_a_campaign_with_labels(lead_db: dict[str, Any]) -> 
     at.selectbox(key="mon_campaign").set_value(top).run()
     assert not at.exception, at.exception
     text = plain(page_text(at))
-    assert "3 of 6 works done" in text or "works done" in text
+    assert "3 of 6 works have all 2 label(s)" in text
     assert "annotator2" in text
     assert "unclear scope" in text  # the flag note
     assert "agreement [95% CI]" in text
@@ -257,7 +257,8 @@ def test_monitor_heatmap_with_enough_common_works(
     assert not at.exception, at.exception
     text = plain(page_text(at))
     assert "No pair of annotators" not in text
-    assert len(at.get("vega_lite_chart")) == 4  # progress, drift, kappa heatmap, reliability
+    # progress, throughput, time per work, drift, kappa matrix, reliability
+    assert len(at.get("vega_lite_chart")) == 6
     pairs = [df.value for df in at.dataframe if list(df.value.columns) == ["a", "b", "kappa", "n"]]
     assert pairs and set(pairs[0]["a"]) == {"annotator", "annotator2"}
 
@@ -267,7 +268,9 @@ def test_monitor_renders_for_an_empty_campaign(lead_db: dict[str, Any]) -> None:
     at = login("lead", "pages/monitor.py")
     at.selectbox(key="mon_campaign").set_value(get_campaign(lead_db["engine"], "empty").id).run()
     assert not at.exception, at.exception
-    assert "No labels yet." in page_text(at)
+    text = plain(page_text(at))
+    assert "No labels yet: nobody to look at." in text
+    assert "No validated works yet: 0 of 0 works in this campaign." in text
 
 
 def test_monitor_estimates_for_a_sample_campaign(lead_db: dict[str, Any]) -> None:
