@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from labeling.campaigns import create_campaign
+from tests.browser import IDLE, chromium_page, settle, streamlit_server
 from tests.factories import add_user
-from tests.test_e2e_label import IDLE, chromium_page, settle, streamlit_server
-from tests.test_label_page import PASSWORD, build_label_db
+from tests.label_page import PASSWORD, build_label_db
 from tests.test_monitor_page import label_round
 
 pytestmark = pytest.mark.e2e
