@@ -20,13 +20,13 @@ from db.models import AuthSession, SSOIdentity, User, utcnow
 from labeling import sso, sso_mappings
 from labeling.cli import main as cli
 from labeling.database import dispose_all, get_engine
+from labeling.login_sessions import resolve_session
 from labeling.settings import Settings, get_settings
 from labeling.users import (
     AuthError,
     add_user,
     authenticate,
     get_user,
-    resolve_session,
     set_active,
 )
 from tests.test_app_shell import APP
