@@ -68,6 +68,7 @@ def cookie_sign_in() -> UserInfo | None:
         S["cookie_clear"] = None  # a stale cookie: deleted; unsaved answers stay
         return None
     S["auth_token"], S["auth_via"] = live.token, "local"
+    S["auth_seen"] = live.last_seen.isoformat(timespec="seconds")
     return live.user
 
 

@@ -152,3 +152,19 @@ def test_sign_out_ends_the_login_and_clears_the_cookie_and_drafts(
     fresh.session_state["cookie_clear"] = 7
     fresh.run()
     assert cookie(fresh) == {"op": "clear", "name": COOKIE_NAME, "drafts_of": 7}
+
+
+def test_signing_in_purges_idle_sessions(app_db: str) -> None:
+    from sqlalchemy import func, select
+
+    from db.engine import read_session
+    from db.models import AuthSession
+
+    engine = get_engine(app_db)
+    for name in ("lead", "exporter"):
+        create_session(engine, get_user(engine, name).id, now=_long_ago())
+    live = create_session(engine, get_user(engine, "admin").id)
+    login("annotator", "pw-annotator")
+    with read_session(engine) as session:
+        assert session.scalar(select(func.count()).select_from(AuthSession)) == 2
+    assert resolve_session(engine, live, idle_minutes=120).name == "admin"

@@ -498,7 +498,7 @@ def test_mapped_identity_is_signed_in_with_a_database_session(sso_app: Engine) -
     token = at.session_state["auth_token"]
     assert resolve_session(sso_app, token, idle_minutes=60).name == "annotator"
     assert any("(annotator) via Google" in shown(c.value) for c in at.sidebar.caption)
-    assert not at.get("bidi_component")  # no login cookie: the provider's own keeps SSO users
+    assert not at.sidebar.get("bidi_component")  # no login cookie: the provider keeps SSO users
     # A later run of the app with this session reuses it instead of opening another.
     again = app(fresh())
     again.session_state["auth_token"] = token
