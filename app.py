@@ -9,9 +9,11 @@ import streamlit as st
 
 from labeling import access, sso
 from labeling.card import escape_markdown as esc
-from labeling.settings import get_settings
-from labeling.users import AuthError, UserInfo, authenticate, create_session, end_session
+from labeling.login_sessions import create_session, end_session, purge_sessions, resume_session
+from labeling.settings import Settings, get_settings
+from labeling.users import AuthError, UserInfo, authenticate
 from pages._guard import current_user, engine
+from ui.components import session_cookie
 
 # An emoji favicon is drawn from a data: URL; a :material/...: one is fetched from a Google
 # host, which fails offline (and should not be asked at all).
@@ -29,6 +31,7 @@ PAGES = {
 }
 # The page each role lands on after signing in (Home stays in the navigation).
 MAIN_PAGE = {"annotator": "label", "lead": "monitor", "exporter": "export", "admin": "admin"}
+S = st.session_state
 
 
 def page(name: str, main: str) -> st.Page:
@@ -36,6 +39,37 @@ def page(name: str, main: str) -> st.Page:
     title, icon = PAGES[name]
     return st.Page(f"pages/{name}.py", title=title, icon=icon, url_path=name,
                    default=name == main)
+
+
+def begin(token: str, via: str) -> None:
+    """Keep a new login's token in this browser session; drop expired logins (cheap, rare)."""
+    purge_sessions(engine(), idle_minutes=get_settings().session_idle_minutes)
+    S["auth_token"], S["auth_via"] = token, via
+    S.pop("cookie_clear", None)
+
+
+def cookie_sign_in() -> UserInfo | None:
+    """Resume a local sign-in from the browser's cookie (a reload, a typed URL, a new tab).
+
+    Tried once per browser session: st.context.cookies are those of the page's first request.
+    Anything but a valid token gives the sign-in page (and the cookie is deleted), never an
+    error; the token itself is never logged or shown.
+    """
+    if S.get("cookie_tried"):
+        return None
+    S["cookie_tried"] = True
+    value = session_cookie.browser_token()
+    if value is None:
+        return None
+    settings = get_settings()
+    live = resume_session(engine(), value, idle_minutes=settings.session_idle_minutes,
+                          roles=settings.local_login_role_set)  # fmt: skip
+    if live is None:
+        S["cookie_clear"] = None  # a stale cookie: deleted; unsaved answers stay
+        return None
+    S["auth_token"], S["auth_via"] = live.token, "local"
+    S["auth_seen"] = live.last_seen.isoformat(timespec="seconds")
+    return live.user
 
 
 def provider_claims() -> dict[str, Any] | None:
@@ -71,8 +105,7 @@ def sso_sign_in() -> UserInfo | None:
         st.session_state["sso_refusal"] = (str(exc), isinstance(exc, sso.SSOStale))
         return None
     st.session_state.pop("sso_refusal", None)
-    st.session_state["auth_token"] = token
-    st.session_state["auth_via"] = "sso"
+    begin(token, "sso")
     return user
 
 
@@ -112,8 +145,7 @@ def local_form() -> None:
             via = f"Sign in with {settings.sso_button_label}" if settings.sso_enabled else "SSO"
             st.error(f"Local sign-in is not allowed for {user.role} accounts; use {via}.")
             return
-        st.session_state["auth_token"] = create_session(engine(), user.id)
-        st.session_state["auth_via"] = "local"
+        begin(create_session(engine(), user.id), "local")
         st.rerun()
 
 
@@ -123,7 +155,14 @@ def login_page() -> None:
     settings = get_settings()
     if not settings.sso_enabled:
         local_form()
-        return
+    else:
+        sso_and_local(settings)
+    if "cookie_clear" in S:  # signed out, or a stale cookie
+        session_cookie.forget(S["cookie_clear"])
+
+
+def sso_and_local(settings: Settings) -> None:
+    """The provider's button, then the local form (folded unless every role may use it)."""
     sso_block()
     everyone = set(sso.ROLES) <= settings.local_login_role_set
     if everyone:
@@ -135,11 +174,12 @@ def login_page() -> None:
             local_form()
 
 
-def logout() -> None:
-    """End the login session in the database, this browser session and at the provider."""
+def logout(user_id: int) -> None:
+    """End the login in the database, this browser session, the cookie and at the provider."""
     end_session(engine(), st.session_state.pop("auth_token", None))
     via = st.session_state.pop("auth_via", None)
     st.session_state.pop("sso_refusal", None)
+    S["cookie_clear"] = user_id  # the login page deletes the cookie and the user's drafts
     # Also when a local account signs out while a provider identity is present: otherwise
     # the next run would sign that identity straight back in.
     if via == "sso" or provider_claims() is not None:
@@ -147,6 +187,8 @@ def logout() -> None:
 
 
 user = current_user()
+if user is None:
+    user = cookie_sign_in()
 if user is None and get_settings().sso_enabled:
     user = sso_sign_in()
 if user is None:
@@ -160,5 +202,8 @@ else:
         via = st.session_state.get("auth_via")
         how = f" via {get_settings().sso_button_label}" if via == "sso" else ""
         st.caption(f"Signed in as **{esc(user.name)}** ({user.role}){esc(how)}")
-        st.button("Sign out", key="logout", on_click=logout)
+        st.button("Sign out", key="logout", on_click=logout, args=(user.id,))
+        if via == "local":  # last: the component draws nothing but takes a row's gap
+            session_cookie.keep(S["auth_token"], stamp=str(S.get("auth_seen")),
+                                max_age=get_settings().session_idle_minutes * 60)
 nav.run()

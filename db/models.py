@@ -186,14 +186,24 @@ class User(Base):
 
 
 class AuthSession(Base):
-    """A login session, so a browser reload does not log the user out."""
+    """One browser tab's login token (only its SHA-256), so a reload does not sign out.
+
+    A sign-in opens a `login` and gives its tab a token; a reload resumes from the cookie
+    with a token of its own in the same login (labeling/login_sessions.py). `role` is the
+    user's role at sign-in: a session whose user has another role now is refused.
+    `superseded_at`: when a newer token of the login replaced this one in the cookie.
+    """
 
     __tablename__ = "auth_sessions"
 
     token: Mapped[str] = mapped_column(String(64), primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"),
+                                         index=True)
+    login: Mapped[str] = mapped_column(String(64), index=True)
+    role: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    superseded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
 SSO_KINDS = ("subject", "email", "domain")

@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 from labeling import session as flow
 from labeling.abstracts import Prefetcher
 from labeling.progress import Progress, my_progress
+from labeling.queue import held_campaign
 from labeling.schema import Question, Schema
 from labeling.validation import SKIP_REASONS
 
@@ -162,7 +163,9 @@ def load(
     ids = [c.id for c in screen.campaigns]
     if screen.campaign_id not in ids:
         _drop_item(engine, screen)
-        screen.campaign_id = ids[0] if ids else None
+        # A new page (a reload, another tab) goes back to the work the user holds, if any.
+        held = held_campaign(engine, screen.user_id, ids) if screen.campaign_id is None else None
+        screen.campaign_id = held or (ids[0] if ids else None)
     if screen.campaign_id is None:
         return screen
     if screen.item is not None and screen.item.campaign_id != screen.campaign_id:

@@ -278,6 +278,32 @@ def upcoming_work_ids(
         ).scalars())
 
 
+def held_campaign(
+    engine: Engine, user_id: int, campaign_ids: list[int], *, now: datetime | None = None
+) -> int | None:
+    """The campaign (among campaign_ids) of the user's newest unexpired lease, or None.
+
+    A reload or a second tab opens the label page afresh: it goes back to the work the user
+    holds rather than to the first campaign, where it would lease a second work.
+
+    Args:
+        engine: the database.
+        user_id: the annotator.
+        campaign_ids: the campaigns to look in (the open ones).
+        now: the clock; default now.
+    """
+    if not campaign_ids:
+        return None
+    with read_session(engine) as session:
+        return session.execute(
+            select(Lease.campaign_id)
+            .where(Lease.user_id == user_id, Lease.campaign_id.in_(campaign_ids),
+                   Lease.expires_at > (now or utcnow()))
+            .order_by(Lease.leased_at.desc(), Lease.id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+
+
 def renew_lease(
     engine: Engine, campaign_id: int, user_id: int, work_id: str, *, now: datetime | None = None
 ) -> datetime | None:

@@ -374,7 +374,9 @@ def save(
                            "tell an admin, then submit again once it is fixed.", False)
     what = "Skipped" if skipped else ("Saved a new version of" if item.editing else "Saved")
     if not result.created:
-        message = f"{item.work_id} was already saved (double submit or another tab): kept once."
+        message = (f"{item.work_id} was already saved (from another tab, or a double submit): "
+                   "the label saved first is kept; this submit stored nothing (B opens your "
+                   "labels to check or edit).")
     else:
         message = f"{what} {item.work_id} (version {result.version})."
     return SaveOutcome(True, message, True, result)

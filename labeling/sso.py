@@ -30,7 +30,8 @@ from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
 from db.models import ROLES, SSOIdentity, User, utcnow
-from labeling.users import MAX_NAME_LENGTH, UserInfo, create_session
+from labeling.login_sessions import create_session
+from labeling.users import MAX_NAME_LENGTH, UserInfo
 
 KIND_SUBJECT = "subject"
 KIND_EMAIL = "email"

@@ -1,8 +1,7 @@
-"""Local accounts: argon2 password hashes, lockout after failed logins, login sessions."""
+"""Local accounts: argon2 password hashes, lockout after failed logins (see login_sessions)."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,6 @@ MAX_NAME_LENGTH = 128
 MAX_FAILED_LOGINS = 5
 LOCK_BASE_SECONDS = 30
 LOCK_MAX_SECONDS = 15 * 60
-TOUCH_INTERVAL = timedelta(minutes=1)
 GENERIC_AUTH_ERROR = "invalid name or password"
 
 _hasher = PasswordHasher()
@@ -82,12 +80,6 @@ def _check_password(password: str) -> str:
     if not isinstance(password, str) or not password:
         raise UserError("password cannot be empty")
     return password
-
-
-def _hash_token(token: str) -> str:
-    """The stored form of a session token (SHA-256 hex)."""
-    # Only a digest of the token is stored, so a copy of the database opens no session.
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def _get_for_update(session: Session, name: str) -> User:
@@ -167,7 +159,7 @@ def get_user_by_id(engine: Engine, user_id: int) -> UserInfo | None:
 
 
 def set_role(engine: Engine, name: str, role: str) -> UserInfo:
-    """Change a user's role; the last active admin cannot be demoted.
+    """Change a user's role (ending their login sessions); the last admin cannot be demoted.
 
     Args:
         engine: database engine.
@@ -180,6 +172,8 @@ def set_role(engine: Engine, name: str, role: str) -> UserInfo:
         if user.role == "admin" and role != "admin" and user.active:
             if _active_admins(session) <= 1:
                 raise UserError("cannot demote the last active admin")
+        if user.role != role:  # a session keeps the role it was opened with: end them all
+            session.execute(delete(AuthSession).where(AuthSession.user_id == user.id))
         user.role = role
         return _info(user)
 
@@ -322,89 +316,3 @@ def authenticate(
         if new_hash is not None and user.password_hash == pw_hash:
             user.password_hash = new_hash
         return _info(user)
-
-
-def create_session(engine: Engine, user_id: int, *, now: datetime | None = None) -> str:
-    """Open a login session for a user and return its secret token.
-
-    Args:
-        engine: database engine.
-        user_id: the user's id.
-        now: creation time (tests inject it); default utcnow().
-    """
-    now = _now(now)
-    token = secrets.token_urlsafe(32)
-    with write_session(engine) as session:
-        if session.get(User, user_id) is None:
-            raise UserError(f"no user with id {user_id}")
-        session.add(
-            AuthSession(token=_hash_token(token), user_id=user_id, created_at=now, last_seen=now)
-        )
-    return token
-
-
-def resolve_session(
-    engine: Engine, token: str | None, *, idle_minutes: int, now: datetime | None = None
-) -> UserInfo | None:
-    """The user of a live session, or None when unknown, expired or the user is inactive.
-
-    last_seen is written at most once a minute, so a rerun of the page costs no write.
-
-    Args:
-        engine: database engine.
-        token: the token create_session returned.
-        idle_minutes: a session unused for longer than this has expired.
-        now: the current time (tests inject it); default utcnow().
-    """
-    if not token:
-        return None
-    now = _now(now)
-    key = _hash_token(token)
-    with read_session(engine) as session:
-        row = session.execute(
-            select(AuthSession.last_seen, User)
-            .join(User, User.id == AuthSession.user_id)
-            .where(AuthSession.token == key)
-        ).first()
-        if row is None:
-            return None
-        last_seen, user = row
-        info = _info(user)
-    if not info.active or now - last_seen > timedelta(minutes=idle_minutes):
-        end_session(engine, token)
-        return None
-    if now - last_seen >= TOUCH_INTERVAL:
-        with write_session(engine) as session:
-            live = session.get(AuthSession, key)
-            if live is None:
-                return None
-            if live.last_seen < now:
-                live.last_seen = now
-    return info
-
-
-def end_session(engine: Engine, token: str | None) -> None:
-    """Log out: delete the session (no error when it does not exist).
-
-    Args:
-        engine: database engine.
-        token: the token create_session returned.
-    """
-    if not token:
-        return
-    with write_session(engine) as session:
-        session.execute(delete(AuthSession).where(AuthSession.token == _hash_token(token)))
-
-
-def purge_sessions(engine: Engine, *, idle_minutes: int, now: datetime | None = None) -> int:
-    """Delete every session idle for longer than `idle_minutes`; return how many.
-
-    Args:
-        engine: database engine.
-        idle_minutes: the idle limit of resolve_session.
-        now: the current time (tests inject it); default utcnow().
-    """
-    cutoff = _now(now) - timedelta(minutes=idle_minutes)
-    with write_session(engine) as session:
-        result = session.execute(delete(AuthSession).where(AuthSession.last_seen < cutoff))
-        return int(result.rowcount or 0)

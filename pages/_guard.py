@@ -6,9 +6,10 @@ import streamlit as st
 
 from labeling import access
 from labeling.database import init_db
+from labeling.login_sessions import check_session
 from labeling.schema import Schema, load_schema
 from labeling.settings import get_settings
-from labeling.users import UserInfo, resolve_session
+from labeling.users import UserInfo
 
 
 @st.cache_resource(show_spinner=False)
@@ -32,17 +33,22 @@ def schema() -> Schema:
 
 
 def current_user() -> UserInfo | None:
-    """The user of this browser session, re-checked against the database on every run."""
+    """The user of this browser session, re-checked against the database on every run.
+
+    The tab's token is rotated when due (login_sessions.check_session); the new one replaces
+    it here, and app.py writes it into the cookie.
+    """
     token = st.session_state.get("auth_token")
     if not token:
         return None
-    user = resolve_session(
-        engine(), token, idle_minutes=get_settings().session_idle_minutes
-    )
-    if user is None:  # expired, signed out elsewhere or deactivated
+    live = check_session(engine(), token, idle_minutes=get_settings().session_idle_minutes)
+    if live is None:  # expired, signed out elsewhere, deactivated or given another role
         st.session_state.pop("auth_token", None)
         st.session_state.pop("auth_via", None)
-    return user
+        return None
+    st.session_state["auth_token"] = live.token
+    st.session_state["auth_seen"] = live.last_seen.isoformat(timespec="seconds")
+    return live.user
 
 
 def require(page: str) -> UserInfo:

@@ -34,18 +34,25 @@ def streamlit_server(db_url: str, log: Path) -> Iterator[str]:
 
 
 @contextmanager
-def chromium_page(width: int = 1366, height: int = 768) -> Iterator[Any]:
-    """A Playwright page in the system's headless Chromium (1366x768 by default)."""
+def chromium() -> Iterator[Any]:
+    """The system's headless Chromium (a Playwright Browser; its contexts share nothing)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.set_default_timeout(20_000)
-            yield page
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def chromium_page(width: int = 1366, height: int = 768) -> Iterator[Any]:
+    """A Playwright page in the system's headless Chromium (1366x768 by default)."""
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.set_default_timeout(20_000)
+        yield page
 
 
 def settle(page: Any) -> None:

@@ -70,7 +70,7 @@ def test_login_shows_the_role_and_logout_ends_the_session(app_env: str, role: st
     # The page that was open re-checks the role on the server and now refuses.
     assert at.error and "do not have access" in at.error[0].value
     from labeling.database import get_engine
-    from labeling.users import resolve_session
+    from labeling.login_sessions import resolve_session
 
     assert resolve_session(get_engine(app_env), token, idle_minutes=60) is None
 
@@ -106,7 +106,7 @@ def test_each_role_lands_on_its_main_page(app_env: str, role: str, lands_on: str
     at = login(role, "pw-" + role)
     assert not at.exception, at.exception
     if lands_on == "label":
-        assert [e.proto.component_name for e in at.get("bidi_component")] == [
+        assert [e.proto.component_name for e in at.main.get("bidi_component")] == [
             "labeling.label_form"]
     else:
         assert at.title[0].value == lands_on.capitalize()

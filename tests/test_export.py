@@ -387,7 +387,8 @@ def page_env(sqlite_url: str, schema: Schema, seed_record: dict, tmp_path: Path,
 def _page_as(url: str, role: str) -> AppTest:
     """Run the export page with a session of the role's user."""
     from labeling.database import get_engine
-    from labeling.users import create_session, get_user
+    from labeling.login_sessions import create_session
+    from labeling.users import get_user
 
     engine = get_engine(url)
     user = get_user(engine, f"{role}-user")

@@ -133,3 +133,26 @@ def test_switching_campaign_releases_the_lease(
                     schema=schema)
     assert not screen.ack_ok and "not open" in screen.message[1]
     assert screen.campaign_id == world["two"]
+
+
+def test_a_reload_or_a_second_tab_gets_the_work_the_user_holds(
+    engine: Engine, schema: Schema, world: dict[str, Any]
+) -> None:
+    """A new page (a reload, another tab) opens the campaign and work the user has leased,
+    not a second work of the first campaign; both tabs submitting it store one label."""
+    tab1 = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema)
+    ls.apply_action(engine, tab1, {"id": "c", "type": "campaign",
+                                   "campaign_id": world["two"]}, schema=schema)
+    held = tab1.item.work_id
+    tab2 = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema)
+    assert (tab2.campaign_id, tab2.item.work_id) == (world["two"], held)
+    with read_session(engine) as session:
+        assert session.execute(select(Lease.work_id)).scalars().all() == [held]
+    ls.apply_action(engine, tab1, submit(tab1, "t1"), schema=schema)
+    ls.apply_action(engine, tab2, submit(tab2, "t2", confidence=3), schema=schema)
+    assert [(r.work_id, r.version, r.confidence) for r in rows(engine)] == [(held, 1, 2)]
+    assert tab2.message[0] == "warning" and "already saved" in tab2.message[1]
+    assert "this submit stored nothing" in tab2.message[1]
+    assert tab1.item.work_id == tab2.item.work_id != held  # the next work, leased once
+    with read_session(engine) as session:
+        assert len(session.execute(select(Lease.work_id)).scalars().all()) == 1

@@ -22,9 +22,10 @@ from db.engine import write_session
 from db.models import User, utcnow
 from labeling.campaigns import get_campaign
 from labeling.database import dispose_all
+from labeling.login_sessions import create_session
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
-from labeling.users import add_user, create_session, get_user
+from labeling.users import add_user, get_user
 from tests.factories import answers_for, label_next
 from tests.label_page import Browser, form
 from tests.test_label_page import PASSWORD, build_label_db

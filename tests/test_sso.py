@@ -20,13 +20,13 @@ from db.models import AuthSession, SSOIdentity, User, utcnow
 from labeling import sso, sso_mappings
 from labeling.cli import main as cli
 from labeling.database import dispose_all, get_engine
+from labeling.login_sessions import resolve_session
 from labeling.settings import Settings, get_settings
 from labeling.users import (
     AuthError,
     add_user,
     authenticate,
     get_user,
-    resolve_session,
     set_active,
 )
 from tests.test_app_shell import APP
@@ -498,6 +498,7 @@ def test_mapped_identity_is_signed_in_with_a_database_session(sso_app: Engine) -
     token = at.session_state["auth_token"]
     assert resolve_session(sso_app, token, idle_minutes=60).name == "annotator"
     assert any("(annotator) via Google" in shown(c.value) for c in at.sidebar.caption)
+    assert not at.sidebar.get("bidi_component")  # no login cookie: the provider keeps SSO users
     # A later run of the app with this session reuses it instead of opening another.
     again = app(fresh())
     again.session_state["auth_token"] = token

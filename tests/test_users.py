@@ -1,4 +1,4 @@
-"""Local accounts: creation, roles, argon2 login with lockout, login sessions (both DBs)."""
+"""Local accounts: creation, roles, argon2 login with lockout (both DBs)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from argon2 import PasswordHasher
 from sqlalchemy import Engine, select
 
 from db.engine import read_session, write_session
-from db.models import AuthSession, User, utcnow
+from db.models import User, utcnow
 from labeling import users
 from labeling.users import (
     GENERIC_AUTH_ERROR,
@@ -18,14 +18,10 @@ from labeling.users import (
     UserInfo,
     add_user,
     authenticate,
-    create_session,
-    end_session,
     get_user,
     get_user_by_id,
     list_users,
     lock_seconds,
-    purge_sessions,
-    resolve_session,
     set_active,
     set_password,
     set_role,
@@ -185,62 +181,3 @@ def test_rehash_when_parameters_change(engine: Engine) -> None:
     assert stored != weak
     assert not users._hasher.check_needs_rehash(stored)
     assert authenticate(engine, "ann", "pw").name == "ann"
-
-
-def test_session_roundtrip_and_logout(engine: Engine) -> None:
-    """A session resolves to its user until it is ended; the token is not stored."""
-    ann = add_user(engine, "ann", "annotator", "pw")
-    token = create_session(engine, ann.id)
-    assert len(token) >= 40
-    assert resolve_session(engine, token, idle_minutes=60) == ann
-    with read_session(engine) as session:
-        stored = session.scalars(select(AuthSession.token)).all()
-    assert stored and token not in stored
-    assert resolve_session(engine, "not-a-token", idle_minutes=60) is None
-    assert resolve_session(engine, None, idle_minutes=60) is None
-    end_session(engine, token)
-    end_session(engine, token)
-    assert resolve_session(engine, token, idle_minutes=60) is None
-    with pytest.raises(UserError):
-        create_session(engine, 999_999)
-
-
-def test_session_idle_expiry_and_touch(engine: Engine) -> None:
-    """A session expires after idle_minutes; use keeps it alive, touched at most each minute."""
-    ann = add_user(engine, "ann", "annotator", "pw")
-    t0 = utcnow()
-    token = create_session(engine, ann.id, now=t0)
-
-    def last_seen() -> object:
-        with read_session(engine) as session:
-            return session.scalars(select(AuthSession.last_seen)).one()
-
-    assert resolve_session(engine, token, idle_minutes=30, now=t0 + timedelta(seconds=20))
-    assert last_seen() == t0  # no write within the first minute
-    t1 = t0 + timedelta(minutes=25)
-    assert resolve_session(engine, token, idle_minutes=30, now=t1)
-    assert last_seen() == t1
-    assert resolve_session(engine, token, idle_minutes=30, now=t1 + timedelta(minutes=29))
-    t2 = t1 + timedelta(minutes=29) + timedelta(minutes=31)
-    assert resolve_session(engine, token, idle_minutes=30, now=t2) is None
-    assert resolve_session(engine, token, idle_minutes=30, now=t1) is None  # deleted
-
-
-def test_deactivation_ends_sessions(engine: Engine) -> None:
-    """A deactivated user's sessions stop resolving at once."""
-    add_user(engine, "admin", "admin", "pw")
-    ann = add_user(engine, "ann", "annotator", "pw")
-    token = create_session(engine, ann.id)
-    set_active(engine, "ann", False)
-    assert resolve_session(engine, token, idle_minutes=60) is None
-
-
-def test_purge_sessions(engine: Engine) -> None:
-    """Idle sessions are purged in bulk; live ones stay."""
-    ann = add_user(engine, "ann", "annotator", "pw")
-    t0 = utcnow()
-    old = create_session(engine, ann.id, now=t0 - timedelta(hours=5))
-    new = create_session(engine, ann.id, now=t0)
-    assert purge_sessions(engine, idle_minutes=60, now=t0) == 1
-    assert resolve_session(engine, old, idle_minutes=600, now=t0) is None
-    assert resolve_session(engine, new, idle_minutes=60, now=t0) == ann

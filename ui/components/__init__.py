@@ -21,7 +21,7 @@ from streamlit.components.v2.manifest_scanner import ComponentConfig, ComponentM
 
 ASSETS = Path(__file__).parent / "assets"
 PROJECT = "labeling"
-COMPONENTS = ("label_form", "adjudicate_form")
+COMPONENTS = ("label_form", "adjudicate_form", "session_cookie")
 
 
 def _declare(manager: Any) -> None:

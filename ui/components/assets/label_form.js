@@ -6,11 +6,12 @@ import {
   add, button, el, isTextField, letterOf, listen, newId, optionIndex, optionKey, origin, reveal,
   snapshot,
 } from "./common.js";
+import { dropDraft, loadDraft, pruneDrafts, saveDraft } from "./drafts.js";
 import { paintActions, paintCard, paintQuestions } from "./label_parts.js";
 
 // ---------------------------------------------------------------- state kept across renders
 // Drafts by (user, campaign, work, mode): a rerun or a re-render never loses typed answers.
-// A later change can back this store with localStorage to survive reloads as well.
+// A queue work's draft is also kept in localStorage (drafts.js): a reload finds it again.
 const drafts = {
   map: new Map(),
   get(key) { return this.map.get(key); },
@@ -27,20 +28,27 @@ const S = {
 };
 
 const CONF = [[1, "L", "low"], [2, "M", "medium"], [3, "H", "high"]];
+pruneDrafts();
 
 function draftKey(ctx) {
   return ctx ? [ctx.user, ctx.campaign, ctx.work, ctx.mode].join("|") : null;
 }
 
+/** A draft shaped for these questions: only their options kept (a stored draft may be old). */
 function copyDraft(d, questions) {
   const answers = {};
   for (const q of questions) {
     const v = d && d.answers ? d.answers[q.name] : null;
-    answers[q.name] = q.kind === "multi" ? (Array.isArray(v) ? [...v] : []) : (v ?? null);
+    answers[q.name] = q.kind === "multi"
+      ? (Array.isArray(v) ? q.labels.filter((l) => v.includes(l)) : [])
+      : (q.labels.includes(v) ? v : null);
   }
-  return { answers, confidence: d?.confidence ?? null, flagged: !!d?.flagged,
-           note: d?.note ?? "", active: Math.min(d?.active ?? 0, questions.length - 1),
-           shownAt: performance.now() };
+  const conf = CONF.some((c) => c[0] === d?.confidence) ? d.confidence : null;
+  const active = Number.isInteger(d?.active) ? d.active : 0;
+  return { answers, confidence: conf, flagged: d?.flagged === true,
+           note: typeof d?.note === "string" ? d.note : "",
+           active: Math.max(0, Math.min(active, questions.length - 1)),
+           shownAt: performance.now() - (Number(d?.spent) > 0 ? Number(d.spent) : 0) };
 }
 
 function current() {
@@ -48,8 +56,18 @@ function current() {
   if (!d || d.state !== "work") return null;
   const key = draftKey(d.ctx);
   let draft = drafts.get(key);
-  if (!draft) { draft = copyDraft(d.draft, d.questions); drafts.set(key, draft); }
+  if (!draft) {  // first shown in this page: answers left unsaved before a reload come back
+    const stored = loadDraft(d.ctx);
+    draft = copyDraft(stored || d.draft, d.questions);
+    drafts.set(key, draft);
+    if (stored) say("info", `Your unsaved answers to ${d.work_id} were restored.`);
+  }
   return { key, draft, questions: d.questions };
+}
+
+/** Keep the shown work's draft in the browser (done after every change). */
+function persist(cur) {
+  if (cur && S.data) saveDraft(S.data.ctx, cur.draft, performance.now() - cur.draft.shownAt);
 }
 
 // ---------------------------------------------------------------- the draft's rules
@@ -81,7 +99,7 @@ function say(kind, text) { S.ui.msg = kind ? { kind, text } : null; }
 // ---------------------------------------------------------------- actions sent to the server
 function send(kind, extra = {}, key = null) {
   const id = newId();
-  S.pending = { id, kind, key, at: performance.now() };
+  S.pending = { id, kind, key, ctx: S.data ? S.data.ctx : null, at: performance.now() };
   S.send("action", { id, type: kind, ...extra });
   window.setTimeout(() => {
     if (S.pending && S.pending.id === id) {
@@ -133,7 +151,7 @@ function noteKey(k, live) {
   const cur = current();
   if (k.key === "Backspace") note.value = note.value.slice(0, -1);
   else if (k.key.length === 1 && !k.ctrl && !k.meta) note.value += k.key;
-  if (cur) cur.draft.note = note.value;
+  if (cur) { cur.draft.note = note.value; persist(cur); }
   return true;
 }
 
@@ -278,6 +296,7 @@ function paintForm(revealActive) {
   } else {
     add(form, paintEmpty(d));
   }
+  persist(cur);
   const typing = S.ui.noteFocus;
   S.parts.form.replaceWith(form);
   S.parts.form = form;
@@ -306,7 +325,7 @@ function actionsApi() {
     choose: idle((cur, qi, label) => { choose(cur, qi, label); paintForm(true); }),
     activate: idle((cur, qi) => { cur.draft.active = qi; paintForm(true); }),
     noteFocus: (on) => { S.ui.noteFocus = on; },
-    noteInput: (value) => { const c = current(); if (c) c.draft.note = value; },
+    noteInput: (value) => { const c = current(); if (c) { c.draft.note = value; persist(c); } },
   };
 }
 
@@ -353,7 +372,7 @@ function settle(data) {
   const keys = S.buffer;
   S.buffer = [];
   say(data.message ? data.message.kind : null, data.message ? data.message.text : "");
-  if (p.kind === "submit" && data.ack_ok && p.key) drafts.drop(p.key);
+  if (p.kind === "submit" && data.ack_ok && p.key) { drafts.drop(p.key); dropDraft(p.ctx); }
   if (!data.ack_ok && keys.length) {  // they were meant for what did not come: said, not used
     const typed = keys.map((k) => (k.shift && k.key.length > 1 ? "Shift+" : "") + k.key);
     say("error", `${data.message ? data.message.text + " " : ""}${keys.length} key(s) typed `
