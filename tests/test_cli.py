@@ -25,7 +25,12 @@ def test_init_migrates_a_new_database(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/new.db"
     result = run(url, "init")
     assert result.exit_code == 0
-    assert "0006_import_run_outcome" in result.output
+    from alembic.script import ScriptDirectory
+
+    from db.engine import alembic_config
+
+    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    assert head and head in result.output
 
 
 def test_import_frame_exit_codes_and_summary(sqlite_url, seed_record, tmp_path) -> None:
