@@ -7,11 +7,11 @@ from typing import Any
 
 import streamlit as st
 
-from labeling import access, sso
-from labeling.card import escape_markdown as esc
-from labeling.login_sessions import create_session, end_session, purge_sessions, resume_session
+from labeling.auth import access, sso
+from labeling.auth.login_sessions import create_session, end_session, purge_sessions, resume_session
+from labeling.auth.users import AuthError, UserInfo, authenticate
+from labeling.review.card import escape_markdown as esc
 from labeling.settings import Settings, get_settings
-from labeling.users import AuthError, UserInfo, authenticate
 from pages._guard import current_user, engine
 from ui.components import session_cookie
 

@@ -1,4 +1,4 @@
-"""Benchmark of labeling.agreement.agreement_report on a realistic synthetic label table.
+"""Benchmark of labeling.stats.agreement.agreement_report on a realistic synthetic label table.
 
 Run: .venv/bin/python bench/agreement.py [--submissions N] [--works N] [--annotators N]
 [--n-boot N] [--runs N]
@@ -27,7 +27,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
-from labeling.agreement import QuestionSpec, agreement_report  # noqa: E402
+from labeling.stats.agreement import QuestionSpec, agreement_report  # noqa: E402
 
 CATEGORIES = [
     "Metaresearch",

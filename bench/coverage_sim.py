@@ -6,7 +6,7 @@ round(p_h N_h) positives in stratum h; each replicate draws a stratified simple 
 without replacement (hypergeometric counts) with equal or proportional allocation, and each
 interval is checked against the frame's true proportion. Columns:
 
-- ``smoothed``: the estimator in use (``labeling.intervals``; Korn-Graubard with the design
+- ``smoothed``: the estimator in use (``labeling.stats.intervals``; Korn-Graubard with the design
   effect from Jeffreys-smoothed stratum proportions);
 - ``R svyciprop``: Korn-Graubard with the plug-in n* = p (1 - p) / V and df = n - H, as R's
   ``survey::svyciprop(method="beta")`` (the estimator before issue 12);
@@ -39,7 +39,7 @@ if __package__ in (None, ""):
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from labeling.intervals import clopper_pearson, korn_graubard, ratio_counts, stratified_counts
+from labeling.stats.intervals import clopper_pearson, korn_graubard, ratio_counts, stratified_counts
 
 N_H = np.array([8883, 6740, 2145, 882, 659, 691])
 PROFILES: dict[str, list[float]] = {

@@ -8,7 +8,7 @@ Usage:
 Builds (once, reused) bench/out/export_<n>.db: n works carrying the seed record (full size,
 about 3 KB of JSON each), all validated by a 2-label unanimous rule, and 2 labels per work,
 bulk-inserted through db/bulk.py, then exported once so that the export stores its label
-summaries (labeling/label_summary.py), as any earlier export would have (--drop-summaries
+summaries (labeling/export/summaries.py), as any earlier export would have (--drop-summaries
 times that first export). Each export then runs in a fresh child process so that its wall
 time and memory are its own: the exporting process's peak RSS (ru_maxrss) and the peak of
 the summed PSS of it and its worker processes, sampled every 20 ms. Targets: Parquet < 10 s,
@@ -79,7 +79,7 @@ def build(url: str, n: int, rebuild: bool) -> None:
         return
     if have:
         raise SystemExit(f"{path} holds {have} works: run with --rebuild")
-    from labeling.machine_columns import machine_digest, machine_hash, machine_plan
+    from labeling.frames.machine_columns import machine_digest, machine_hash, machine_plan
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.factories import answers_for
@@ -141,7 +141,7 @@ def build(url: str, n: int, rebuild: bool) -> None:
 
 def summarise(engine: Engine) -> None:
     """A first export, which stores the label summaries (when none are stored yet)."""
-    from labeling.export import export_gold
+    from labeling.export.gold_set import export_gold
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
 
@@ -158,7 +158,7 @@ def summarise(engine: Engine) -> None:
 
 def run_one(url: str, fmt: str, out: Path, processes: int | None) -> None:
     """Child process: one export, then a JSON line with wall time, peak RSS and rows."""
-    from labeling.export import export_gold
+    from labeling.export.gold_set import export_gold
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
 

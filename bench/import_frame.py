@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 CHILD = r"""
 import json, resource, sys, time
 from db.engine import make_engine, upgrade
-from labeling.frame import import_frame
+from labeling.frames.importer import import_frame
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA
 url, path = sys.argv[1], sys.argv[2]
@@ -51,7 +51,7 @@ print(json.dumps({
 
 def ensure_frame(n: int) -> Path:
     """The synthetic frame of n records (written once, deterministic, seed 0)."""
-    from labeling.synth import write_synthetic_frame
+    from labeling.frames.synth import write_synthetic_frame
 
     OUT.mkdir(exist_ok=True)
     path = OUT / f"frame_{n}.jsonl"

@@ -10,7 +10,7 @@ annotators (bench/monitor_db.py). Then times the data behind one view of the Mon
 cold = the first call in a fresh Python process (imports excluded, timed apart), repeated
 --cold times; warm = further calls in one process, --warm times. Prints medians, and the
 median of each part. Targets: under 1 s warm on the demo, under 2 s on the large database.
-The page caches these numbers on the label version (labeling.monitor_data.data_version): a
+The page caches these numbers on the label version (labeling.reports.monitor.data.data_version): a
 view while no label, status or queue change comes in costs the version check alone, printed
 apart.
 """
@@ -38,8 +38,8 @@ TARGETS = {"demo": 1.0, "large": 2.0}
 def timed_view(url: str, campaign_id: int) -> dict[str, float]:
     """Seconds of one view of the Monitor's data, in total and per part."""
     from db.engine import make_engine
-    from labeling.monitor_data import data_version
-    from labeling.monitor_view import live_view, statistics
+    from labeling.reports.monitor.data import data_version
+    from labeling.reports.monitor.view import live_view, statistics
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
 
@@ -62,7 +62,7 @@ def timed_view(url: str, campaign_id: int) -> dict[str, float]:
 def child(url: str, campaign_id: int, repeats: int) -> None:
     """In a fresh process: import time, then `repeats` timed views (the first one is cold)."""
     t = time.perf_counter()
-    import labeling.monitor_view  # noqa: F401 - the page's imports, timed apart
+    import labeling.reports.monitor.view  # noqa: F401 - the page's imports, timed apart
 
     imports = time.perf_counter() - t
     views = [timed_view(url, campaign_id) for _ in range(repeats)]

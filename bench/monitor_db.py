@@ -2,9 +2,10 @@
 
 The large database: `works` works (minimal records and score columns, as bench/queue.py
 builds them), a random-sample campaign of labels/2 works with overlap 2 whose works carry
-full seed-shaped records (labeling.synth), and `labels` label rows from 10 annotators over 30
+full seed-shaped records (labeling.frames.synth), and `labels` label rows from 10 annotators over 30
 days (2% skips, each replaced by a third annotator; accuracy and speed differ per
-annotator). Statuses, final answers and status events follow from labeling.validation.evaluate,
+annotator). Statuses, final answers and status events follow from
+labeling.review.validation.evaluate,
 as submit_label would have written them. Only the sampled works carry full records: the
 Monitor's queries reach works through the campaign's items, never the rest of the frame.
 """
@@ -31,8 +32,8 @@ from db.models import (
     Work,
     utcnow,
 )
+from labeling.review.validation import evaluate
 from labeling.schema import Schema, get_path
-from labeling.validation import evaluate
 
 CAMPAIGN = "bench-monitor"
 N_ANNOTATORS = 10
@@ -102,8 +103,8 @@ def _answer(schema: Schema, truth: dict[str, Any], error: float,
 
 
 def _records(schema: Schema, ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Full seed-shaped records for the given work ids (labeling.synth, seed 1)."""
-    from labeling.synth import iter_synthetic_records
+    """Full seed-shaped records for the given work ids (labeling.frames.synth, seed 1)."""
+    from labeling.frames.synth import iter_synthetic_records
 
     out = {}
     for wid, rec in zip(ids, iter_synthetic_records(len(ids), seed=1, schema=schema),
@@ -191,7 +192,7 @@ def _reset(engine: Engine) -> None:
 
 def build_large(path: Path, schema: Schema, n_works: int, n_labels: int) -> tuple[Engine, int]:
     """The large database at path (built once; a .done file marks it complete)."""
-    from labeling.campaigns import create_campaign, get_campaign
+    from labeling.review.campaigns import create_campaign, get_campaign
 
     done = path.with_suffix(".done")
     url = f"sqlite:///{path}"
@@ -261,11 +262,11 @@ def build_large(path: Path, schema: Schema, n_works: int, n_labels: int) -> tupl
 
 def build_demo(path: Path, schema: Schema, n_works: int = 20) -> tuple[Engine, int]:
     """The demo database with two annotators labelling n_works of demo-sample (the real path)."""
-    from labeling.campaigns import get_campaign
-    from labeling.demo import build_demo as demo
-    from labeling.labels import submit_label
-    from labeling.queue import claim_next
-    from labeling.users import get_user
+    from labeling.auth.users import get_user
+    from labeling.frames.demo import build_demo as demo
+    from labeling.review.campaigns import get_campaign
+    from labeling.review.labels import submit_label
+    from labeling.review.queue import claim_next
 
     done = path.with_suffix(".done")
     url = f"sqlite:///{path}"

@@ -95,7 +95,7 @@ def build(url: str, n: int, rebuild: bool) -> Engine:
 
 def setup_campaign(engine: Engine) -> tuple[int, list[int]]:
     """A fresh score_max campaign over every work, and 8 annotators."""
-    from labeling.campaigns import create_campaign
+    from labeling.review.campaigns import create_campaign
 
     with write_session(engine) as session:
         old = session.execute(select(Campaign.id).where(Campaign.name == CAMPAIGN)).scalar()
@@ -128,8 +128,8 @@ def setup_campaign(engine: Engine) -> tuple[int, list[int]]:
 def worker(url: str, campaign_id: int, user_id: int, ops: int, think_ms: float,
            start: float) -> dict:
     """Claim and submit `ops` times; return the latencies in ms and any errors."""
-    from labeling.labels import submit_label
-    from labeling.queue import claim_next
+    from labeling.review.labels import submit_label
+    from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
 
@@ -210,7 +210,7 @@ def mark_top_done(engine: Engine, campaign_id: int, top: int = 100_000) -> None:
 
 def explain(engine: Engine, campaign_id: int, user_id: int) -> str:
     """The plan of the claim's candidate query."""
-    from labeling.queue import _NEXT
+    from labeling.review.queue import _NEXT
 
     now = utcnow()
     values = {"cid": campaign_id, "uid": user_id, "overlap": 1,

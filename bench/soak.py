@@ -35,7 +35,7 @@ from sqlalchemy.engine import make_url  # noqa: E402
 
 from db.engine import make_engine, read_session, upgrade  # noqa: E402
 from db.models import CampaignItem, Label, Lease  # noqa: E402
-from labeling.campaigns import create_campaign  # noqa: E402
+from labeling.review.campaigns import create_campaign  # noqa: E402
 from tests.factories import add_user, add_works  # noqa: E402
 
 OVERLAP = 2
@@ -82,8 +82,8 @@ class SoakResult:
 
 def warm_up(seconds: float) -> int:
     """Import what an annotator needs, then hold this worker so the others start too."""
-    import labeling.labels  # noqa: F401
-    import labeling.queue  # noqa: F401
+    import labeling.review.labels  # noqa: F401
+    import labeling.review.queue  # noqa: F401
     import labeling.schema  # noqa: F401
 
     time.sleep(seconds)
@@ -92,9 +92,9 @@ def warm_up(seconds: float) -> int:
 
 def annotator(url: str, campaign_id: int, user_id: int, seed: int, start: float) -> dict:
     """One simulated annotator: claim, read briefly, submit, until the queue is empty."""
-    from labeling.campaigns import campaign_progress
-    from labeling.labels import submit_label
-    from labeling.queue import claim_next
+    from labeling.review.campaigns import campaign_progress
+    from labeling.review.labels import submit_label
+    from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.factories import answers_for

@@ -133,7 +133,7 @@ class Work(Base):
     imported_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     # The export's machine columns computed at import (JSON text), and the hash of the schema
-    # parts they were computed with (labeling.machine_columns); NULL for rows from elsewhere.
+    # parts they were computed with (labeling.frames.machine_columns); NULL for rows from elsewhere.
     machine: Mapped[str | None] = mapped_column(Text)
     machine_hash: Mapped[str | None] = mapped_column(String(16))
 
@@ -189,7 +189,7 @@ class AuthSession(Base):
     """One browser tab's login token (only its SHA-256), so a reload does not sign out.
 
     A sign-in opens a `login` and gives its tab a token; a reload resumes from the cookie
-    with a token of its own in the same login (labeling/login_sessions.py). `role` is the
+    with a token of its own in the same login (labeling/auth/login_sessions.py). `role` is the
     user's role at sign-in: a session whose user has another role now is refused.
     `superseded_at`: when a newer token of the login replaced this one in the cookie.
     """
@@ -210,7 +210,7 @@ SSO_KINDS = ("subject", "email", "domain")
 
 
 class SSOIdentity(Base):
-    """How a single-sign-on identity becomes a local user (see labeling/sso.py).
+    """How a single-sign-on identity becomes a local user (see labeling/auth/sso.py).
 
     `subject`: the provider's issuer and subject claim, linked to one user. `email`: a
     verified e-mail address, linked to one user. `domain`: a verified address at this domain
@@ -345,7 +345,7 @@ class Label(Base):
 class LabelSummary(Base):
     """A work's current labels in brief, as the export reports them; derived from labels.
 
-    A cache the export fills (labeling/label_summary.py): it trusts a row only when
+    A cache the export fills (labeling/export/summaries.py): it trusts a row only when
     label_rows equals the work's number of label rows (labels are only ever added, so the
     same count means the same labels) and it was made under the current schema, and
     otherwise recomputes it from the labels and stores it again.

@@ -27,7 +27,7 @@ def get_engine(url: str | None = None, *, settings: Settings | None = None) -> E
 
 def init_db(url: str | None = None, *, settings: Settings | None = None) -> Engine:
     """Apply all migrations and return the engine (safe to call on every start)."""
-    from labeling.frame_store import ensure_work_indexes
+    from labeling.frames.store import ensure_work_indexes
 
     engine = get_engine(url, settings=settings)
     upgrade(engine)

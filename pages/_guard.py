@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labeling import access
+from labeling.auth import access
+from labeling.auth.login_sessions import check_session
+from labeling.auth.users import UserInfo
 from labeling.database import init_db
-from labeling.login_sessions import check_session
 from labeling.schema import Schema, load_schema
 from labeling.settings import get_settings
-from labeling.users import UserInfo
 
 
 @st.cache_resource(show_spinner=False)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from db.models import STATUS_VALIDATED
-from labeling import disputes
-from labeling.adjudication import DisputeScreen, apply_dispute_action
-from labeling.card import escape_markdown as esc
-from labeling.validation import ValidationError, reopen
+from labeling.review import disputes
+from labeling.review.adjudication import DisputeScreen, apply_dispute_action
+from labeling.review.card import escape_markdown as esc
+from labeling.review.validation import ValidationError, reopen
 from pages._guard import engine, require, schema
 from ui.components import adjudicate_form
 

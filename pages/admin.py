@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labeling import access, sso, sso_mappings
-from labeling.admin import import_uploaded_frame, outcomes
-from labeling.card import escape_markdown as esc
+from labeling.auth import access, sso, sso_mappings
+from labeling.auth.users import UserError, add_user, list_users, set_active, set_role
+from labeling.frames.upload import import_uploaded_frame, outcomes
+from labeling.review.card import escape_markdown as esc
 from labeling.settings import get_settings
-from labeling.users import UserError, add_user, list_users, set_active, set_role
 from pages._guard import current_user, engine, require, schema
 
 user = require("admin")

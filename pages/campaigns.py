@@ -7,7 +7,7 @@ from typing import Any
 import streamlit as st
 
 from db.models import STATUSES
-from labeling.campaigns import (
+from labeling.review.campaigns import (
     SCORE_STRATEGIES,
     STRATEGIES,
     CampaignError,
@@ -16,9 +16,9 @@ from labeling.campaigns import (
     list_campaigns,
     set_active,
 )
-from labeling.card import escape_markdown as esc
-from labeling.sampling import ALLOCATIONS
-from labeling.validation import RULES
+from labeling.review.card import escape_markdown as esc
+from labeling.review.sampling import ALLOCATIONS
+from labeling.review.validation import RULES
 from pages._guard import engine, require, schema
 
 user = require("campaigns")

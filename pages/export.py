@@ -9,8 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from labeling.campaigns import list_campaigns
-from labeling.export import (
+from labeling.export.gold_set import (
     FORMATS,
     ExportError,
     ExportFilters,
@@ -19,6 +18,7 @@ from labeling.export import (
     manifest_path,
     preview,
 )
+from labeling.review.campaigns import list_campaigns
 from labeling.settings import get_settings
 from pages._guard import engine, require, schema
 

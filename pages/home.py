@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labeling import access
+from labeling.auth import access
 from pages._guard import require
 
 user = require("home")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labeling.abstracts import Prefetcher
-from labeling.label_screen import Screen, apply_action
+from labeling.abstracts.cache import Prefetcher
+from labeling.review.label_screen import Screen, apply_action
 from pages._guard import engine, require, schema
 from ui.components import label_form
 

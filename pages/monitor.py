@@ -7,12 +7,12 @@ from collections.abc import Callable
 import altair as alt
 import streamlit as st
 
-from labeling import monitor_charts as charts
-from labeling.campaigns import get_campaign, list_campaigns
-from labeling.card import escape_markdown as esc
-from labeling.monitor_data import data_version
-from labeling.monitor_text import fmt_hours
-from labeling.monitor_view import LiveView, Statistics, Table, live_view, statistics
+from labeling.reports.monitor import charts
+from labeling.reports.monitor.data import data_version
+from labeling.reports.monitor.text import fmt_hours
+from labeling.reports.monitor.view import LiveView, Statistics, Table, live_view, statistics
+from labeling.review.campaigns import get_campaign, list_campaigns
+from labeling.review.card import escape_markdown as esc
 from labeling.settings import get_settings
 from pages._guard import engine, require, schema
 

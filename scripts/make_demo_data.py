@@ -2,12 +2,13 @@
 
 Writes labeling/data/demo_frame.jsonl.gz (one seed-shaped record per OpenAlex work in
 tests/fixtures/openalex, with its real bibliographic fields and a synthetic, seeded machine
-side from labeling.synth_scores, then the seed record verbatim) and
+side from labeling.frames.synth_scores, then the seed record verbatim) and
 labeling/data/demo_abstracts.json ({work_id: de-inverted abstract or null}). Running it twice
 gives identical bytes.
 
 Choices made for the demo (the fixtures are real; the machine side is not):
-- the machine side comes from labeling.synth_scores (model_version "demo-synth-v1"); works whose
+- the machine side comes from labeling.frames.synth_scores (model_version "demo-synth-v1"); works
+  whose
   titles are plainly about research, science, publishing or bibliometrics get the scores in
   BOOSTS (by hand, codex vs gemma); other works have their category scores and machine
   scores damped so that they rank below them, binary (about Canada) scores are damped for
@@ -40,9 +41,9 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from labeling.frames.synth_scores import MachineBlock, MachineFields, draw_machine_block  # noqa: E402
 from labeling.schema import Schema, load_schema  # noqa: E402
 from labeling.settings import DEFAULT_SCHEMA  # noqa: E402
-from labeling.synth_scores import MachineBlock, MachineFields, draw_machine_block  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "openalex"
 OUT_DIR = ROOT / "labeling" / "data"

@@ -1,7 +1,7 @@
 """Headless Chromium helpers for the end-to-end tests and bench/browser.py.
 
 Also the reference model of the label form's keys: `type_work` turns a plan of key presses
-into the label the form must store, with the same rules as labeling.session.Draft.
+into the label the form must store, with the same rules as labeling.review.flow.Draft.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labeling.review.flow import Draft, question_keys
 from labeling.schema import Question
-from labeling.session import Draft, question_keys
 from tests.servers import app_server, wait_healthy
 
 CHROMIUM = "/usr/bin/chromium"

@@ -90,10 +90,10 @@ def label_next(
 ) -> str:
     """`name` claims their next work of a campaign and submits `answers` (plus any other
     submit_label fields); returns the work id."""
-    from labeling.campaigns import get_campaign
-    from labeling.labels import submit_label
-    from labeling.queue import claim_next
-    from labeling.users import get_user
+    from labeling.auth.users import get_user
+    from labeling.review.campaigns import get_campaign
+    from labeling.review.labels import submit_label
+    from labeling.review.queue import claim_next
 
     cid = get_campaign(engine, campaign).id
     uid = get_user(engine, name).id

@@ -53,11 +53,11 @@ def build_label_db(
     cache_all, which gives every work an abstract. Campaigns: "top" (overlap 2), "blind",
     "tail" (only the lowest-scored work) and "sample" (stratified).
     """
-    from labeling.campaigns import create_campaign
-    from labeling.demo import seed_abstract_cache
-    from labeling.frame import import_frame
+    from labeling.auth.users import add_user
+    from labeling.frames.demo import seed_abstract_cache
+    from labeling.frames.importer import import_frame
+    from labeling.review.campaigns import create_campaign
     from labeling.schema import load_schema
-    from labeling.users import add_user
 
     engine = init_db(url)
     schema = load_schema(DEFAULT_SCHEMA)

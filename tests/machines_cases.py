@@ -1,6 +1,6 @@
 """Deterministic (answers, record) pairs with every awkward case, for the machines golden test.
 
-Records come from labeling.synth (seed-shaped); then some are damaged the way real frames
+Records come from labeling.frames.synth (seed-shaped); then some are damaged the way real frames
 are: missing or mistyped score vectors and calls, booleans among scores, null single-choice
 calls, labels outside the schema. Human answers mix the teachers' calls with noise.
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from labeling.frames.synth import iter_synthetic_records
 from labeling.schema import Schema, get_path
-from labeling.synth import iter_synthetic_records
 
 
 def _damage(record: dict[str, Any], i: int) -> dict[str, Any]:

@@ -17,8 +17,8 @@ from sqlalchemy import Engine, event, select
 
 from db.engine import make_engine, read_session, upgrade, write_session
 from db.models import AbstractCache, Work
-from labeling import abstracts
-from labeling.abstracts import (
+from labeling.abstracts import cache as abstracts
+from labeling.abstracts.cache import (
     INVALID_ID,
     NOT_FOUND,
     AbstractState,

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from labeling.adjudication import NO_MAJORITY, majority_prefill, side_by_side
-from labeling.disputes import DisputeView
+from labeling.review.adjudication import NO_MAJORITY, majority_prefill, side_by_side
+from labeling.review.disputes import DisputeView
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA
 

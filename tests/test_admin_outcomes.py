@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from labeling.admin import UploadResult, outcomes
+from labeling.frames.upload import UploadResult, outcomes
 from tests.test_app_shell import app_env  # noqa: F401 - fixture
 
 
@@ -51,8 +51,8 @@ def test_a_real_upload_is_split(app_env: str, seed_record: dict[str, Any]) -> No
     """Through the importer: stored works in green, the bad line as a warning with its line."""
     import json
 
-    from labeling.admin import import_uploaded_frame
     from labeling.database import get_engine
+    from labeling.frames.upload import import_uploaded_frame
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.conftest import make_record

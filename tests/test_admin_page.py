@@ -8,8 +8,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from labeling.auth.users import get_user
 from labeling.database import get_engine
-from labeling.users import get_user
 from tests.conftest import make_record
 from tests.test_app_shell import APP, app_env, login  # noqa: F401 - fixture
 
@@ -57,7 +57,7 @@ def test_non_admins_cannot_open_the_admin_page(app_env: str) -> None:  # noqa: F
 
 
 def test_uploaded_frame_goes_through_the_importer(app_env, seed_record) -> None:  # noqa: F811
-    from labeling.admin import import_uploaded_frame
+    from labeling.frames.upload import import_uploaded_frame
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
 

@@ -1,4 +1,4 @@
-"""Tests of labeling.agreement: published examples, the vectorised engine, the report."""
+"""Tests of labeling.stats.agreement: published examples, the vectorised engine, the report."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from scipy import sparse
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
-from labeling.agreement import (
+from labeling.stats.agreement import (
     QuestionSpec,
     agreement_report,
     alpha_from_counts,
@@ -27,7 +27,7 @@ from labeling.agreement import (
     percent_agreement_from_counts,
     question_specs,
 )
-from labeling.agreement_stats import count_features, measures_from_sums
+from labeling.stats.coefficients import count_features, measures_from_sums
 
 FIX = Path(__file__).parent / "fixtures" / "agreement"
 ENTRY_KEYS = [
@@ -235,7 +235,7 @@ def test_sparse_features_equal_dense() -> None:
 
 def test_report_alpha_with_many_label_sets_uses_equal_vectorised_path(monkeypatch) -> None:
     """Above the package's memory budget the vectorised alpha is used, with the same value."""
-    import labeling.agreement as agreement
+    import labeling.stats.agreement as agreement
 
     rng = np.random.default_rng(3)
     names = [f"L{i}" for i in range(8)]

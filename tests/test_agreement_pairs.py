@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from labeling.agreement import QuestionSpec, agreement_report
+from labeling.stats.agreement import QuestionSpec, agreement_report
 from tests.test_agreement import FIX, SPECS, _synthetic
 
 

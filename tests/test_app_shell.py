@@ -9,7 +9,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from labeling import access
+from labeling.auth import access
 from labeling.database import dispose_all
 from labeling.settings import get_settings
 
@@ -23,8 +23,8 @@ def app_env(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("LABELING_OPENALEX_OFFLINE", "true")
     get_settings.cache_clear()
     st.cache_resource.clear()
+    from labeling.auth.users import add_user
     from labeling.database import get_engine
-    from labeling.users import add_user
 
     engine = get_engine(sqlite_url)
     for role in ("annotator", "lead", "exporter", "admin"):
@@ -69,8 +69,8 @@ def test_login_shows_the_role_and_logout_ends_the_session(app_env: str, role: st
     assert "auth_token" not in at.session_state
     # The page that was open re-checks the role on the server and now refuses.
     assert at.error and "do not have access" in at.error[0].value
+    from labeling.auth.login_sessions import resolve_session
     from labeling.database import get_engine
-    from labeling.login_sessions import resolve_session
 
     assert resolve_session(get_engine(app_env), token, idle_minutes=60) is None
 

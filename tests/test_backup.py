@@ -13,9 +13,9 @@ from sqlalchemy import func, select
 
 from db.engine import make_engine, read_session
 from db.models import Label
-from labeling.campaigns import create_campaign
-from labeling.cli import main
-from labeling.cli_trust import register
+from labeling.cli.backup import register
+from labeling.cli.main import main
+from labeling.review.campaigns import create_campaign
 from tests.factories import add_user, add_works
 
 if "backup" not in main.commands:  # until the main group registers this module itself
@@ -31,8 +31,8 @@ def run(url: str, *args: str) -> Result:
 
 def _label_all(url: str, campaign_id: int, user_id: int) -> int:
     """Claim and submit until the queue is empty; return the number of labels written."""
-    from labeling.labels import submit_label
-    from labeling.queue import claim_next
+    from labeling.review.labels import submit_label
+    from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.factories import answers_for

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, select
 
 from db.engine import read_session, write_session
 from db.models import STATUS_VALIDATED, CampaignItem
-from labeling.campaigns import (
+from labeling.review.campaigns import (
     SCORE_STRATEGIES,
     CampaignError,
     add_items,
@@ -26,7 +26,7 @@ from labeling.campaigns import (
     set_active,
     validate_filter,
 )
-from labeling.sampling import DEFAULT_BINS, allocate, assign_strata, stratum_labels
+from labeling.review.sampling import DEFAULT_BINS, allocate, assign_strata, stratum_labels
 from labeling.schema import Schema
 from tests.factories import add_user, add_works, insert_works, work_row
 

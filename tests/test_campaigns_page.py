@@ -39,7 +39,7 @@ def test_lead_creates_a_campaign_and_sees_its_progress(db: str) -> None:
     at.button(key="create_campaign").click().run()
     assert not at.exception, at.exception
     assert plain(at.success[0].value) == "Created 'sample-5' with 5 works (a probability sample)."
-    from labeling.campaigns import get_campaign
+    from labeling.review.campaigns import get_campaign
 
     info = get_campaign(get_engine(db), "sample-5")
     assert (info.strategy, info.overlap, info.blind, info.n_items) == ("random", 2, True, 5)

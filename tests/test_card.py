@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from labeling.card import (
+from labeling.review.card import (
     AGREE,
     DISAGREE,
     SCORES_RANK,
@@ -20,8 +20,8 @@ from labeling.card import (
     openalex_link,
     score_table_markdown,
 )
+from labeling.review.flow import Draft, option_key, question_keys
 from labeling.schema import Schema
-from labeling.session import Draft, option_key, question_keys
 
 
 def _q(card: Any, name: str) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from labeling.cli import main
+from labeling.cli.main import main
 from tests.conftest import make_record, write_jsonl
 
 
@@ -108,8 +108,8 @@ def test_users_add_with_password_from_stdin(sqlite_url) -> None:
                                          "boss"])  # fmt: skip
     assert bad_role.exit_code == 2
 
+    from labeling.auth.users import authenticate
     from labeling.database import get_engine
-    from labeling.users import authenticate
 
     assert authenticate(get_engine(sqlite_url), "alice", "s3cret").role == "lead"
 

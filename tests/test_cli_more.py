@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from click.testing import CliRunner
 
-from labeling.cli import main
+from labeling.cli.main import main
 from labeling.settings import get_settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openalex"

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from labeling.auth.login_sessions import COOKIE_NAME, create_session, new_token, resolve_session
+from labeling.auth.users import get_user, set_active, set_role
 from labeling.database import get_engine
-from labeling.login_sessions import COOKIE_NAME, create_session, new_token, resolve_session
-from labeling.users import get_user, set_active, set_role
 from tests.test_app_shell import APP, login
 from tests.test_app_shell import app_env as _app_env
 from ui.components import session_cookie
@@ -96,7 +96,7 @@ def test_anything_but_a_valid_cookie_gives_the_sign_in_page(
     elif kind == "role changed":
         set_role(engine, "annotator", "lead")
     elif kind == "signed out":
-        from labeling.login_sessions import end_session
+        from labeling.auth.login_sessions import end_session
 
         end_session(engine, value)
     at = new_page(monkeypatch, value)

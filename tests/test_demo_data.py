@@ -199,7 +199,7 @@ def test_demo_queues_open_on_works_with_an_abstract(tmp_path: Path, campaign: st
     from db.engine import read_session
     from db.models import AbstractCache, Campaign, CampaignItem
     from labeling.database import init_db
-    from labeling.demo import build_demo
+    from labeling.frames.demo import build_demo
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from db.models import utcnow
+from labeling.auth.login_sessions import COOKIE_NAME, create_session, new_token
+from labeling.auth.users import add_user, get_user, set_active
 from labeling.database import get_engine
-from labeling.login_sessions import COOKIE_NAME, create_session, new_token
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA
-from labeling.users import add_user, get_user, set_active
 from tests.browser import CHROMIUM, chromium, plan_work, settle, sign_in, streamlit_server, title
 from tests.browser import type_work as model
 from tests.label_page import PASSWORD, build_label_db

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from labeling.campaigns import create_campaign
-from labeling.demo import seed_abstract_cache
-from labeling.export import ExportFilters, export_gold
-from labeling.frame import import_frame
+from labeling.auth.users import add_user
+from labeling.export.gold_set import ExportFilters, export_gold
+from labeling.frames.demo import seed_abstract_cache
+from labeling.frames.importer import import_frame
+from labeling.review.campaigns import create_campaign
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA
-from labeling.users import add_user
 from tests.browser import chromium_page, settle, streamlit_server
 from tests.factories import answers_for, label_next
 from tests.test_e2e_label import need_chromium

@@ -43,7 +43,7 @@ need_chromium = pytest.mark.skipif(
 def demo_db(tmp: Path) -> str:
     """A fresh demo database (the bundled real frame, abstracts cached) in tmp."""
     from labeling.database import init_db
-    from labeling.demo import build_demo
+    from labeling.frames.demo import build_demo
 
     url = f"sqlite:///{tmp / 'demo.db'}"
     engine = init_db(url)

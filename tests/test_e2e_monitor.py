@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from labeling.campaigns import create_campaign
+from labeling.review.campaigns import create_campaign
 from tests.browser import IDLE, chromium_page, settle, streamlit_server
 from tests.factories import add_user
 from tests.label_page import PASSWORD, build_label_db

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from labeling.estimates import (
+from labeling.stats.estimates import (
     NOT_A_SAMPLE,
     clopper_pearson,
     estimability,

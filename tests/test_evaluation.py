@@ -10,14 +10,14 @@ import pytest
 from sqlalchemy import Engine
 
 from db.engine import write_session
-from labeling.campaigns import add_items, create_campaign
-from labeling.estimates import NOT_A_SAMPLE, stratified_prevalence
-from labeling.evaluation import frame_estimates, machine_report
-from labeling.frame import import_frame
-from labeling.labels import submit_label
-from labeling.queue import claim_next
-from labeling.sampling import stratum_labels
+from labeling.frames.importer import import_frame
+from labeling.reports.evaluation import frame_estimates, machine_report
+from labeling.review.campaigns import add_items, create_campaign
+from labeling.review.labels import submit_label
+from labeling.review.queue import claim_next
+from labeling.review.sampling import stratum_labels
 from labeling.schema import Schema
+from labeling.stats.estimates import NOT_A_SAMPLE, stratified_prevalence
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_user
 

@@ -20,17 +20,17 @@ from streamlit.testing.v1 import AppTest
 import labeling
 from db.engine import make_engine, read_session, upgrade
 from db.models import Export
-from labeling.campaigns import create_campaign
-from labeling.cli import main
-from labeling.cli_export import register
-from labeling.export import ExportError, ExportFilters, export_gold, long_path, preview
-from labeling.export_rows import Pseudonymizer
-from labeling.frame import import_frame
-from labeling.label_import import import_labels
-from labeling.labels import submit_label
-from labeling.queue import claim_next
+from labeling.cli.export import register
+from labeling.cli.main import main
+from labeling.export.definitions import Pseudonymizer
+from labeling.export.gold_set import ExportError, ExportFilters, export_gold, long_path, preview
+from labeling.frames.importer import import_frame
+from labeling.review.campaigns import create_campaign
+from labeling.review.label_import import import_labels
+from labeling.review.labels import submit_label
+from labeling.review.queue import claim_next
+from labeling.review.validation import adjudicate
 from labeling.schema import Schema
-from labeling.validation import adjudicate
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_user, answers_for
 
@@ -175,7 +175,7 @@ def test_same_state_exports_identical_bytes(
 def test_parquet_row_groups_do_not_depend_on_chunking(
     gold: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("labeling.export.ROW_GROUP", 3)
+    monkeypatch.setattr("labeling.export.gold_set.ROW_GROUP", 3)
     a = _export(gold, schema, tmp_path / "a.parquet", "parquet", chunk_size=2)
     b = _export(gold, schema, tmp_path / "b.parquet", "parquet", chunk_size=5)
     assert a.sha256 == b.sha256
@@ -189,7 +189,7 @@ def test_parquet_row_groups_do_not_depend_on_chunking(
 def test_neutralise_each_formula_start(cell: str) -> None:
     import pyarrow as pa
 
-    from labeling.export import csv_ready, neutralise
+    from labeling.export.gold_set import csv_ready, neutralise
 
     assert neutralise(cell) == "'" + cell
     assert neutralise("plain =") == "plain ="
@@ -366,9 +366,9 @@ def test_cli_export_and_bad_input(gold: Engine, schema: Schema, tmp_path: Path) 
 def page_env(sqlite_url: str, schema: Schema, seed_record: dict, tmp_path: Path,
              monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:  # fmt: skip
     """The app's settings pointed at a gold database with one user per role."""
+    from labeling.auth.users import add_user as add_account
     from labeling.database import dispose_all, get_engine
     from labeling.settings import get_settings
-    from labeling.users import add_user as add_account
 
     monkeypatch.setenv("LABELING_DB_URL", sqlite_url)
     monkeypatch.setenv("LABELING_OPENALEX_OFFLINE", "true")
@@ -386,9 +386,9 @@ def page_env(sqlite_url: str, schema: Schema, seed_record: dict, tmp_path: Path,
 
 def _page_as(url: str, role: str) -> AppTest:
     """Run the export page with a session of the role's user."""
+    from labeling.auth.login_sessions import create_session
+    from labeling.auth.users import get_user
     from labeling.database import get_engine
-    from labeling.login_sessions import create_session
-    from labeling.users import get_user
 
     engine = get_engine(url)
     user = get_user(engine, f"{role}-user")
@@ -421,7 +421,7 @@ def test_parquet_bytes_do_not_depend_on_chunk_boundaries(tmp_path: Path) -> None
     """Long unique texts fill data pages; the writer's pages must not follow the chunks."""
     import pyarrow as pa
 
-    from labeling.export import _Writer
+    from labeling.export.gold_set import _Writer
 
     n = 150_000
     table = pa.table({"title": [f"A study of thing number {i} " * 3 for i in range(n)]})

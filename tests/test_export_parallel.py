@@ -28,10 +28,10 @@ from db.models import (
     Work,
     utcnow,
 )
-from labeling import export_parallel
-from labeling.export import ExportFilters, export_gold
-from labeling.export_parallel import WorkerError, iter_tables_parallel
-from labeling.frame import import_frame
+from labeling.export import parallel as export_parallel
+from labeling.export.gold_set import ExportFilters, export_gold
+from labeling.export.parallel import WorkerError, iter_tables_parallel
+from labeling.frames.importer import import_frame
 from labeling.schema import Schema
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_user, answers_for
@@ -288,7 +288,7 @@ def test_cli_processes_flag_and_setting(
     refused before anything is written."""
     from click.testing import CliRunner
 
-    from labeling.cli import main
+    from labeling.cli.main import main
 
     seen: list[Any] = []
     real = export_parallel.iter_tables_parallel
@@ -297,7 +297,7 @@ def test_cli_processes_flag_and_setting(
         seen.append(kw["processes"])
         return real(*args, **kw)
 
-    monkeypatch.setattr("labeling.export.iter_tables_parallel", spy)
+    monkeypatch.setattr("labeling.export.gold_set.iter_tables_parallel", spy)
     monkeypatch.setenv("LABELING_DB_URL", many.url.render_as_string(hide_password=False))
     monkeypatch.setenv("LABELING_EXPORT_PROCESSES", "3")
     from labeling.settings import get_settings

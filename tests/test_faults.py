@@ -24,13 +24,13 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from db.engine import make_engine, read_session
+from db.faults import StorageFull, StorageReadOnly
 from db.models import CampaignItem, Label, Lease, StatusEvent, Work
-from labeling.campaigns import create_campaign
-from labeling.labels import LabelResult, submit_label
-from labeling.queue import claim_next
+from labeling.frames.synth import write_synthetic_frame
+from labeling.review.campaigns import create_campaign
+from labeling.review.labels import LabelResult, submit_label
+from labeling.review.queue import claim_next
 from labeling.schema import Schema
-from labeling.storage import StorageFull, StorageReadOnly
-from labeling.synth import write_synthetic_frame
 from tests.factories import add_user, add_works, answers_for
 
 ROOT = Path(__file__).parents[1]
@@ -40,7 +40,7 @@ BATCH = 1_000
 
 def _cli(url: str, *args: str) -> list[str]:
     """The command line of `labeling --db url args...` run by this interpreter."""
-    return [sys.executable, "-c", "from labeling.cli import main; main()", "--db", url, *args]
+    return [sys.executable, "-c", "from labeling.cli.main import main; main()", "--db", url, *args]
 
 
 def _python(code: str, *args: str) -> list[str]:
@@ -123,7 +123,7 @@ def test_sigkill_during_import_then_rerun_completes(tmp_path: Path) -> None:
 
 _SLOW_SUBMIT = """
     import sys, time
-    import labeling.labels as labels
+    import labeling.review.labels as labels
     from db.engine import make_engine
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
@@ -147,7 +147,7 @@ _SLOW_SUBMIT = """
 _SUBMIT = """
     import sys
     from db.engine import make_engine
-    from labeling.labels import submit_label
+    from labeling.review.labels import submit_label
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.factories import answers_for
@@ -411,10 +411,10 @@ def test_disk_full_on_submit_records_nothing_then_the_retry_saves_once(
 _FULL_SUBMIT = """
     import os, resource, signal, sys
     from db.engine import make_engine
-    from labeling.labels import submit_label
+    from labeling.review.labels import submit_label
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
-    from labeling.storage import StorageError
+    from db.faults import StorageError
     from tests.factories import answers_for
 
     url, cid, wid, uid, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), \\
@@ -552,7 +552,7 @@ def test_storage_faults_are_told_apart_from_other_errors() -> None:
     """The one classifier: SQLite result codes and PostgreSQL SQLSTATEs; other errors pass."""
     import psycopg.errors
 
-    from labeling.storage import StorageError, storage_errors, storage_fault
+    from db.faults import StorageError, storage_errors, storage_fault
 
     def wrapped(orig: Exception) -> OperationalError:
         return OperationalError("INSERT INTO labels ...", {}, orig)
@@ -588,8 +588,8 @@ def label_page_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[s
     """The app on a fresh label database (offline abstracts), clicks as fast as AppTest likes."""
     import streamlit as st
 
-    from labeling import session
     from labeling.database import dispose_all
+    from labeling.review import flow as session
     from labeling.settings import get_settings
     from tests.test_label_page import build_label_db
 

@@ -24,8 +24,9 @@ from streamlit.testing.v1 import AppTest
 
 from db.engine import write_session
 from db.models import AbstractCache
-from labeling import abstracts, session
+from labeling.abstracts import cache as abstracts
 from labeling.database import dispose_all, init_db
+from labeling.review import flow as session
 from tests.label_page import Browser, form
 from tests.servers import free_port
 from tests.test_label_page import APP, PASSWORD, labels, seed_records
@@ -140,11 +141,11 @@ def online_db(
     api: FakeOpenAlex | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[str]:
     """Six works, no abstract cached, one one-question campaign, OpenAlex at the fake server."""
-    from labeling.campaigns import create_campaign
-    from labeling.frame import import_frame
+    from labeling.auth.users import add_user
+    from labeling.frames.importer import import_frame
+    from labeling.review.campaigns import create_campaign
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA, get_settings
-    from labeling.users import add_user
 
     url = f"sqlite:///{tmp_path / 'online.db'}"
     base = api.url if api is not None else f"http://127.0.0.1:{free_port()}"

@@ -18,9 +18,9 @@ from db.models import (
     User,
     Work,
 )
-from labeling.frame import FrameReadError, import_frame
-from labeling.frame_store import prediction_history
-from labeling.record import check_record
+from labeling.frames.checks import check_record
+from labeling.frames.importer import FrameReadError, import_frame
+from labeling.frames.store import prediction_history
 from tests.conftest import make_record, write_jsonl
 
 

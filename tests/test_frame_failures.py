@@ -16,12 +16,12 @@ from sqlalchemy import Engine, func, select, text
 
 from db.engine import make_engine, read_session
 from db.models import ImportRun, Work
-from labeling.cli import main
-from labeling.frame import import_frame
-from labeling.frame_lines import parse_chunk
-from labeling.label_import import import_labels
-from labeling.openalex import normalize_work_id as openalex_id
-from labeling.record import normalize_work_id
+from labeling.abstracts.openalex import normalize_work_id as openalex_id
+from labeling.cli.main import main
+from labeling.frames.checks import normalize_work_id
+from labeling.frames.importer import import_frame
+from labeling.frames.lines import parse_chunk
+from labeling.review.label_import import import_labels
 from labeling.schema import Schema
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_works

@@ -12,12 +12,12 @@ from sqlalchemy import Engine, select, update
 
 from db.engine import read_session, snapshot_connection, write_session
 from db.models import Label, User, Work
-from labeling.campaigns import create_campaign
-from labeling.export import ExportFilters, export_gold
-from labeling.frame import import_frame
-from labeling.labels import edit_label, submit_label
-from labeling.machine_columns import machine_hash, machine_plan
-from labeling.queue import claim_next
+from labeling.export.gold_set import ExportFilters, export_gold
+from labeling.frames.importer import import_frame
+from labeling.frames.machine_columns import machine_hash, machine_plan
+from labeling.review.campaigns import create_campaign
+from labeling.review.labels import edit_label, submit_label
+from labeling.review.queue import claim_next
 from labeling.schema import Schema
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_user, answers_for

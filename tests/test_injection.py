@@ -19,15 +19,7 @@ from sqlalchemy import Engine, func, inspect, select
 
 from db.engine import read_session
 from db.models import STATUS_DISPUTED, Base
-from labeling.campaigns import CampaignError, create_campaign, find_campaign, get_campaign
-from labeling.cli import main
-from labeling.database import dispose_all
-from labeling.disputes import mark_gold, parse_work_ids, unmark_gold, work_status
-from labeling.export import ExportError, ExportFilters, export_gold, preview
-from labeling.labels import edit_label, user_labels
-from labeling.schema import Schema, load_schema
-from labeling.settings import DEFAULT_SCHEMA
-from labeling.users import (
+from labeling.auth.users import (
     GENERIC_AUTH_ERROR,
     AuthError,
     UserError,
@@ -38,7 +30,15 @@ from labeling.users import (
     set_active,
     set_role,
 )
-from labeling.validation import ValidationError, adjudicate, reopen
+from labeling.cli.main import main
+from labeling.database import dispose_all
+from labeling.export.gold_set import ExportError, ExportFilters, export_gold, preview
+from labeling.review.campaigns import CampaignError, create_campaign, find_campaign, get_campaign
+from labeling.review.disputes import mark_gold, parse_work_ids, unmark_gold, work_status
+from labeling.review.labels import edit_label, user_labels
+from labeling.review.validation import ValidationError, adjudicate, reopen
+from labeling.schema import Schema, load_schema
+from labeling.settings import DEFAULT_SCHEMA
 from tests.factories import answers_for
 from tests.test_label_page import PASSWORD, build_label_db
 from tests.test_lead_pages import label_pair
@@ -427,7 +427,7 @@ def test_nul_byte_in_lead_typed_work_ids(world: dict[str, Any]) -> None:
 
 def test_nul_byte_in_a_label_note(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """The label page's save: a NUL in the note is said, nothing stored, the draft kept."""
-    from labeling import session as flow
+    from labeling.review import flow
 
     monkeypatch.setattr(flow, "MIN_DWELL", 0.0)
     engine, schema = world["engine"], world["schema"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labeling.agreement_stats import kappa_from_table, sklearn_kappa
+from labeling.stats.coefficients import kappa_from_table, sklearn_kappa
 
 
 def _sklearn(table: np.ndarray) -> float | None:

@@ -14,13 +14,13 @@ from sqlalchemy import Engine, func, select
 
 from db.engine import make_engine, read_session
 from db.models import Campaign, Label, User
-from labeling.campaigns import create_campaign
-from labeling.cli import main
-from labeling.export import long_path
-from labeling.frame import import_frame
-from labeling.labels import edit_label
+from labeling.auth.users import get_user
+from labeling.cli.main import main
+from labeling.export.gold_set import long_path
+from labeling.frames.importer import import_frame
+from labeling.review.campaigns import create_campaign
+from labeling.review.labels import edit_label
 from labeling.schema import Schema
-from labeling.users import get_user
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_user, answers_for, label_next
 
@@ -248,7 +248,7 @@ def test_neutralise_and_its_inverse(cell: str) -> None:
     """Issue 12.9: the export's rule and the importer's inverse, cell by cell."""
     import pyarrow as pa
 
-    from labeling.csv_cells import FORMULA_START, neutralise, neutralised, unneutralise
+    from labeling.export.csv_cells import FORMULA_START, neutralise, neutralised, unneutralise
 
     out = neutralise(cell)
     assert unneutralise(out) == cell

@@ -24,8 +24,8 @@ from sqlalchemy import Engine, func, select
 
 from db.engine import make_engine, read_session
 from db.models import Campaign, CampaignItem, Label, User
-from labeling.campaigns import create_campaign
-from labeling.cli import main
+from labeling.cli.main import main
+from labeling.review.campaigns import create_campaign
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA
 from tests.factories import add_works

@@ -41,7 +41,7 @@ def label_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("LABELING_OPENALEX_OFFLINE", "true")
     get_settings.cache_clear()
     st.cache_resource.clear()
-    from labeling.session import forget_progress
+    from labeling.review.flow import forget_progress
 
     forget_progress()
     build_label_db(url, tmp_path, hostile_first=True)
@@ -325,7 +325,7 @@ def test_exporter_cannot_open_the_label_page(label_db: str) -> None:
 
 
 def test_a_campaign_asking_two_questions_shows_only_those(label_db: str, browser: Browser) -> None:
-    from labeling.campaigns import create_campaign
+    from labeling.review.campaigns import create_campaign
 
     create_campaign(get_engine(label_db), name="two", strategy="score_gpt",
                     questions=["genre", "about_ca_topic"])
@@ -373,8 +373,8 @@ def test_reload_shows_the_same_work(label_db: str) -> None:
 def test_a_busy_queue_is_said_and_can_be_retried(
     label_db: str, browser: Browser, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from labeling import session
-    from labeling.queue import QueueError
+    from labeling.review import flow as session
+    from labeling.review.queue import QueueError
 
     real = session.claim_next
 

@@ -8,12 +8,12 @@ import pytest
 from sqlalchemy import Engine, select
 
 from db.engine import read_session
+from db.faults import StorageError
 from db.models import Label, Lease
-from labeling import label_screen as ls
-from labeling import session as flow
-from labeling.campaigns import create_campaign
+from labeling.review import flow
+from labeling.review import label_screen as ls
+from labeling.review.campaigns import create_campaign
 from labeling.schema import Schema
-from labeling.storage import StorageError
 from tests.factories import add_user, add_works
 
 ANSWERS = {"categories": ["Open science"], "about_ca_system": "no", "about_ca_topic": "yes",

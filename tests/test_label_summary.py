@@ -12,9 +12,9 @@ from sqlalchemy import Engine, delete, func, select, update
 
 from db.engine import snapshot_connection, write_session
 from db.models import Label, LabelSummary, User
-from labeling.export import ExportFilters, export_gold
-from labeling.label_summary import SUMMARY_COLUMNS, fresh, stored
-from labeling.labels import edit_label
+from labeling.export.gold_set import ExportFilters, export_gold
+from labeling.export.summaries import SUMMARY_COLUMNS, fresh, stored
+from labeling.review.labels import edit_label
 from labeling.schema import Schema
 from tests.factories import add_user
 from tests.test_gold_table import IDS, V1, _reference, _rows, build_varied
@@ -112,7 +112,7 @@ def test_a_label_row_written_directly_is_seen(
 ) -> None:
     """A label row the summaries do not count makes the export read that work's labels
     (sparse 0: as for works spread thinly over the table, summaries read by id)."""
-    monkeypatch.setattr("labeling.label_summary.SPARSE", sparse)
+    monkeypatch.setattr("labeling.export.summaries.SPARSE", sparse)
     extra = add_user(summarised, "late")
     with write_session(summarised) as session:
         cid = session.execute(select(Label.campaign_id).limit(1)).scalar_one()
@@ -157,9 +157,9 @@ def test_row_by_row_and_arrow_summaries_agree(engine: Engine, schema: Schema, se
     import random
 
     from db.models import Work
-    from labeling.campaigns import create_campaign
-    from labeling.gold_labels import current_labels
-    from labeling.label_summary import summarise, summarise_few
+    from labeling.export.label_columns import current_labels
+    from labeling.export.summaries import summarise, summarise_few
+    from labeling.review.campaigns import create_campaign
     from tests.factories import answers_for, work_row
 
     rng = random.Random(seed)
@@ -194,7 +194,7 @@ def test_an_export_never_replaces_a_newer_summary(
 ) -> None:
     """Summaries an export recomputed from its snapshot replace only summaries of no more
     label rows: one that a later export stored meanwhile (more rows) stays."""
-    from labeling.label_summary import store
+    from labeling.export.summaries import store
 
     with snapshot_connection(summarised) as conn:
         current = fresh(conn, schema, ALL)

@@ -25,9 +25,9 @@ from db.models import (
     User,
     Work,
 )
-from labeling.campaigns import create_campaign, get_campaign
-from labeling.label_import import import_labels
-from labeling.labels import (
+from labeling.review.campaigns import create_campaign, get_campaign
+from labeling.review.label_import import import_labels
+from labeling.review.labels import (
     LabelError,
     current_labels,
     edit_label,
@@ -35,7 +35,7 @@ from labeling.labels import (
     submit_label,
     user_labels,
 )
-from labeling.queue import claim_next
+from labeling.review.queue import claim_next
 from labeling.schema import Schema
 from tests.factories import add_user, add_works, answers_for
 
@@ -378,6 +378,6 @@ def test_import_bad_files(engine: Engine, schema: Schema, tmp_path: Path) -> Non
         import_labels(engine, other, schema)
     with pytest.raises(LabelError, match="missing columns"):
         import_labels(engine, bad, schema, campaign="fresh")
-    from labeling.campaigns import find_campaign
+    from labeling.review.campaigns import find_campaign
 
     assert find_campaign(engine, "fresh") is None

@@ -15,14 +15,14 @@ from streamlit.testing.v1 import AppTest
 
 from db.engine import read_session
 from db.models import STATUS_DISPUTED, STATUS_VALIDATED, Work
-from labeling.campaigns import create_campaign, get_campaign
+from labeling.auth.users import get_user
 from labeling.database import dispose_all, get_engine
-from labeling.frame import import_frame
-from labeling.labels import submit_label
-from labeling.queue import claim_next
+from labeling.frames.importer import import_frame
+from labeling.review.campaigns import create_campaign, get_campaign
+from labeling.review.labels import submit_label
+from labeling.review.queue import claim_next
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
-from labeling.users import get_user
 from tests.factories import answers_for
 from tests.label_page import Browser, form
 from tests.test_label_page import PASSWORD, build_label_db, seed_records

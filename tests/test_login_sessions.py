@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select, update
 
 from db.engine import read_session, write_session
 from db.models import AuthSession, User, utcnow
-from labeling.login_sessions import (
+from labeling.auth.login_sessions import (
     ROTATE_AFTER,
     ROTATION_GRACE,
     check_session,
@@ -23,7 +23,7 @@ from labeling.login_sessions import (
     resume_session,
     token_shaped,
 )
-from labeling.users import UserError, add_user, set_active, set_role
+from labeling.auth.users import UserError, add_user, set_active, set_role
 
 IDLE = 60
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeling.machine_arrays import RecordMemo, encode_records, layout
-from labeling.machines import compare, scores_of
 from labeling.schema import Schema
+from labeling.stats.machine_arrays import RecordMemo, encode_records, layout
+from labeling.stats.machines import compare, scores_of
 from tests.machines_cases import cases
 
 GOLDEN = Path(__file__).parent / "fixtures" / "machines"

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from labeling.machines import (
+from labeling.schema import Schema
+from labeling.stats.machines import (
     NO_CALL,
     binary_metrics,
     compare,
@@ -18,7 +19,6 @@ from labeling.machines import (
     system_call,
     systems,
 )
-from labeling.schema import Schema
 from tests.conftest import make_record
 
 CATS = "prediction__category_scores_"

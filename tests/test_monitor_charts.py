@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labeling import monitor_charts as charts
+from labeling.reports.monitor import charts
 
 
 def _pairs(n: int) -> pd.DataFrame:

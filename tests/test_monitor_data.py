@@ -11,12 +11,12 @@ from sqlalchemy import Engine, update
 
 from db.engine import write_session
 from db.models import CampaignItem, utcnow
-from labeling import monitor_data as md
-from labeling import monitoring as mon
-from labeling.campaigns import campaign_progress, create_campaign, get_campaign
-from labeling.labels import edit_label, submit_label
-from labeling.monitor_view import live_view, monitor_view
-from labeling.queue import claim_next
+from labeling.reports import monitoring as mon
+from labeling.reports.monitor import data as md
+from labeling.reports.monitor.view import live_view, monitor_view
+from labeling.review.campaigns import campaign_progress, create_campaign, get_campaign
+from labeling.review.labels import edit_label, submit_label
+from labeling.review.queue import claim_next
 from labeling.schema import Schema
 from tests.factories import add_user, add_works, answers_for
 from tests.test_monitoring import _label, disputed  # noqa: F401 - fixture

@@ -13,12 +13,12 @@ import streamlit as st
 from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
-from labeling.campaigns import campaign_progress, create_campaign, get_campaign
-from labeling.cli import main
+from labeling.cli.main import main
 from labeling.database import dispose_all
-from labeling.labels import submit_label
-from labeling.queue import claim_next
-from labeling.report_tables import fmt_ci
+from labeling.reports.tables import fmt_ci
+from labeling.review.campaigns import campaign_progress, create_campaign, get_campaign
+from labeling.review.labels import submit_label
+from labeling.review.queue import claim_next
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
 from tests.factories import add_user, answers_for
@@ -34,7 +34,7 @@ def label_round(engine: Any, campaign: str, names: list[str], per_name: int,
     answer otherwise every other work (so agreement varies and some works are disputed) and
     take half a second per work (unusually fast)."""
     schema = load_schema(DEFAULT_SCHEMA)
-    from labeling.users import get_user
+    from labeling.auth.users import get_user
 
     cid = get_campaign(engine, campaign).id
     for round_ in range(per_name):

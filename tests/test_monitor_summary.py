@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labeling import monitor_summary as ms
-from labeling import monitor_text as mt
+from labeling.reports.monitor import summary as ms
+from labeling.reports.monitor import text as mt
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
 

@@ -11,12 +11,8 @@ from sqlalchemy import Engine, select
 
 from db.engine import read_session
 from db.models import STATUS_DISPUTED, STATUS_VALIDATED, Work
-from labeling import disputes
-from labeling import monitoring as mon
-from labeling.campaigns import create_campaign
-from labeling.labels import submit_label
-from labeling.queue import claim_next
-from labeling.report_tables import (
+from labeling.reports import monitoring as mon
+from labeling.reports.tables import (
     agreement_table,
     brier_table,
     estimate_table,
@@ -25,8 +21,12 @@ from labeling.report_tables import (
     pairs_table,
     with_ci,
 )
+from labeling.review import disputes
+from labeling.review.campaigns import create_campaign
+from labeling.review.labels import submit_label
+from labeling.review.queue import claim_next
+from labeling.review.validation import ValidationError
 from labeling.schema import Question, Schema
-from labeling.validation import ValidationError
 from tests.factories import add_user, add_works, answers_for
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
@@ -430,7 +430,7 @@ def test_db_monitoring(disputed: dict[str, Any]) -> None:
 
 
 def test_reliability_and_confusion_tables_from_a_report() -> None:
-    from labeling.report_tables import confusion_tables, reliability_table
+    from labeling.reports.tables import confusion_tables, reliability_table
 
     report = {"questions": {
         "genre": {

@@ -23,9 +23,9 @@ from sqlalchemy import Engine, func, select
 
 from db.engine import make_engine, read_session, upgrade
 from db.models import Work
-from labeling.frame import FrameReadError, ImportFailed, import_frame
-from labeling.label_import import import_labels
-from labeling.labels import LabelError
+from labeling.frames.importer import FrameReadError, ImportFailed, import_frame
+from labeling.review.label_import import import_labels
+from labeling.review.labels import LabelError
 from labeling.schema import Schema, SchemaError, load_schema
 from labeling.settings import DEFAULT_SCHEMA
 from tests.conftest import FIXTURES, make_record

@@ -24,7 +24,7 @@ from sqlalchemy import Engine, func, select
 
 from db.engine import make_engine, read_session
 from db.models import Work
-from labeling.cli import main
+from labeling.cli.main import main
 from tests.test_properties import SEED, fresh_id
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

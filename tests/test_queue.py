@@ -11,10 +11,10 @@ from sqlalchemy.exc import IntegrityError
 
 from db.engine import read_session
 from db.models import CampaignItem, Lease, utcnow
-from labeling import queue
-from labeling.campaigns import create_campaign, set_active
-from labeling.labels import LeaseError, submit_label
-from labeling.queue import (
+from labeling.review import queue
+from labeling.review.campaigns import create_campaign, set_active
+from labeling.review.labels import LeaseError, submit_label
+from labeling.review.queue import (
     QueueError,
     claim_next,
     expire_leases,

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 
 from db.engine import make_engine, read_session
 from db.models import CampaignItem, Label, Lease
-from labeling.campaigns import create_campaign
+from labeling.review.campaigns import create_campaign
 from tests.factories import add_user, add_works
 
 PROCESSES = 6
@@ -25,8 +25,8 @@ OVERLAP = 2
 
 def _worker(url: str, campaign_id: int, user_ids: list[int], seed: int, start: float) -> dict:
     """Claim and submit until the queue is empty for every user of this process."""
-    from labeling.labels import submit_label
-    from labeling.queue import claim_next
+    from labeling.review.labels import submit_label
+    from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.factories import answers_for

@@ -20,12 +20,12 @@ from streamlit.testing.v1 import AppTest
 
 from db.engine import write_session
 from db.models import User, utcnow
-from labeling.campaigns import get_campaign
+from labeling.auth.login_sessions import create_session
+from labeling.auth.users import add_user, get_user
 from labeling.database import dispose_all
-from labeling.login_sessions import create_session
+from labeling.review.campaigns import get_campaign
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
-from labeling.users import add_user, get_user
 from tests.factories import answers_for, label_next
 from tests.label_page import Browser, form
 from tests.test_label_page import PASSWORD, build_label_db
@@ -191,7 +191,7 @@ def test_page_by_identity(matrix_db: dict[str, Any], page: str, identity: str) -
 
 def test_the_table_matches_the_access_module() -> None:
     """PAGE_ROLES says the same as the table above (and names no other page)."""
-    from labeling import access
+    from labeling.auth import access
 
     assert set(access.PAGE_ROLES) == set(EXPECTED)
     for page, roles in ALLOWED.items():
@@ -282,7 +282,7 @@ def test_every_query_parameter_read_is_tried() -> None:
 @pytest.fixture
 def two_annotators(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """A fresh database where annotator2 labelled two works of "top" with a private note."""
-    from labeling import session
+    from labeling.review import flow as session
 
     monkeypatch.setattr(session, "MIN_DWELL", 0.0)
     url = f"sqlite:///{tmp_path / 'iso.db'}"
@@ -370,7 +370,7 @@ def test_edit_previous_never_opens_another_annotators_label(
 
 def test_previous_item_reads_only_the_users_own_labels(two_annotators: dict[str, Any]) -> None:
     """The domain call behind B: any back-count, own labels only, for every campaign id."""
-    from labeling.session import previous_item
+    from labeling.review.flow import previous_item
 
     env = two_annotators
     engine = env["engine"]

@@ -13,7 +13,7 @@ import pytest
 
 from bench.soak import OVERLAP, check, run_soak
 from db.engine import make_engine
-from labeling.campaigns import create_campaign
+from labeling.review.campaigns import create_campaign
 from tests.factories import add_user, add_works
 from tests.servers import app_server, wait_healthy
 
@@ -50,8 +50,8 @@ def test_soak_check_catches_violations(sqlite_url: str) -> None:
 
 def _claim_all(url: str, campaign_id: int, user_id: int) -> list[str]:
     """Claim and submit for one annotator until the queue is empty; the works it got."""
-    from labeling.labels import submit_label
-    from labeling.queue import claim_next
+    from labeling.review.labels import submit_label
+    from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.factories import answers_for
@@ -160,7 +160,7 @@ def test_two_app_servers_share_one_queue(db_url: str, tmp_path: Path) -> None:
     prove: rendering in a browser (tests/test_e2e_label.py does that in Chromium).
     """
     pytest.importorskip("websockets")
-    from labeling.users import add_user as add_account
+    from labeling.auth.users import add_user as add_account
 
     works, password = 30, "a long password 1"
     engine = make_engine(db_url)

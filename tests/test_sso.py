@@ -17,18 +17,18 @@ from streamlit.testing.v1 import AppTest
 
 from db.engine import alembic_config, make_engine, read_session, upgrade
 from db.models import AuthSession, SSOIdentity, User, utcnow
-from labeling import sso, sso_mappings
-from labeling.cli import main as cli
-from labeling.database import dispose_all, get_engine
-from labeling.login_sessions import resolve_session
-from labeling.settings import Settings, get_settings
-from labeling.users import (
+from labeling.auth import sso, sso_mappings
+from labeling.auth.login_sessions import resolve_session
+from labeling.auth.users import (
     AuthError,
     add_user,
     authenticate,
     get_user,
     set_active,
 )
+from labeling.cli.main import main as cli
+from labeling.database import dispose_all, get_engine
+from labeling.settings import Settings, get_settings
 from tests.test_app_shell import APP
 
 GOOGLE = "https://accounts.google.com"

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from labeling.frames.synth import BLOCK_SIZE, iter_synthetic_records, write_synthetic_frame
+from labeling.frames.synth_scores import PREDICTION_STATUS, VALIDATION_STATUS
 from labeling.schema import Schema, get_path, has_path
-from labeling.synth import BLOCK_SIZE, iter_synthetic_records, write_synthetic_frame
-from labeling.synth_scores import PREDICTION_STATUS, VALIDATION_STATUS
 
 
 @pytest.fixture(scope="module")

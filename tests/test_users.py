@@ -10,8 +10,8 @@ from sqlalchemy import Engine, select
 
 from db.engine import read_session, write_session
 from db.models import User, utcnow
-from labeling import users
-from labeling.users import (
+from labeling.auth import users
+from labeling.auth.users import (
     GENERIC_AUTH_ERROR,
     AuthError,
     UserError,

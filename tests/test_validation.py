@@ -17,11 +17,10 @@ from db.models import (
     StatusEvent,
     Work,
 )
-from labeling.campaigns import create_campaign
-from labeling.labels import submit_label
-from labeling.queue import claim_next
-from labeling.schema import Question, Schema
-from labeling.validation import (
+from labeling.review.campaigns import create_campaign
+from labeling.review.labels import submit_label
+from labeling.review.queue import claim_next
+from labeling.review.validation import (
     AnswerError,
     ValidationError,
     adjudicate,
@@ -29,6 +28,7 @@ from labeling.validation import (
     evaluate,
     reopen,
 )
+from labeling.schema import Question, Schema
 from tests.factories import add_user, add_works, answers_for
 
 CAT = Question("cats", "multi", ("a", "b", "c"))

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from labeling.adjudication import NO_MAJORITY, DisputeScreen, majority_prefill, side_by_side
-from labeling.card import build_card
+from labeling.review.adjudication import NO_MAJORITY, DisputeScreen, majority_prefill, side_by_side
+from labeling.review.card import build_card
+from labeling.review.flow import question_keys
 from labeling.schema import Schema
-from labeling.session import question_keys
 from ui.components import component
 from ui.components.card_data import card_data, details_data, questions_data, teachers_data
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from labeling.abstracts import AbstractState
-from labeling.card import PREDICTION_NOTICE, SCORES_RANK, QuestionScores, WorkCard, fmt_score
+from labeling.abstracts.cache import AbstractState
+from labeling.review.card import PREDICTION_NOTICE, SCORES_RANK, QuestionScores, WorkCard, fmt_score
 from labeling.schema import Question
 
 # Said once on every card that shows scores: which model each name is.

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from labeling import session as flow
-from labeling.label_screen import Screen
-from labeling.progress import Progress
-from labeling.validation import SKIP_REASONS
+from labeling.review import flow
+from labeling.review.label_screen import Screen
+from labeling.review.progress import Progress
+from labeling.review.validation import SKIP_REASONS
 from ui.components import component
 from ui.components.card_data import card_data, details_data, questions_data, teachers_data
 

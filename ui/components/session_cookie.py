@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labeling.login_sessions import COOKIE_NAME
+from labeling.auth.login_sessions import COOKIE_NAME
 from ui.components import component
 
 KEY = "session_cookie"

@@ -5,7 +5,7 @@ Revises: 0006_import_run_outcome
 Create Date: 2026-12-04 10:00:00
 
 A local sign-in now survives a reload: its token is kept in a cookie, and a reload resumes
-with a fresh token of the same login (labeling/login_sessions.py). The table is rebuilt
+with a fresh token of the same login (labeling/auth/login_sessions.py). The table is rebuilt
 rather than altered: its rows before this revision are useless anyway, as their tokens lived
 only in the memory of the server being upgraded (a restart signs everyone out), and a rebuild
 is the same on SQLite and PostgreSQL.

@@ -1,0 +1,1 @@
+"""Abstracts: the OpenAlex client, and the database cache and prefetcher over it."""

@@ -1,0 +1,1 @@
+"""Auth: roles and page access, local accounts, login sessions and single sign-on."""

@@ -1,0 +1,1 @@
+"""The `labeling` command: a thin click group over the labeling package."""

@@ -1,0 +1,416 @@
+"""Gold-set export: CSV, JSON Lines or Parquet, streamed, deterministic, with a manifest.
+
+The data file holds one row per work (see export_rows.wide_columns) ordered by work id, and
+nothing that depends on when it was written; the manifest beside it (PATH.manifest.json)
+holds the creation time, filters, schema hash, counts and the file's sha256. The same
+database state therefore exports byte-identical data files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+from sqlalchemy import Engine, insert
+from sqlalchemy.exc import SQLAlchemyError
+
+import labeling
+from db.engine import write_session
+from db.models import Export, utcnow
+from labeling.export.csv_cells import FORMULA_START, neutralise, neutralised
+from labeling.export.definitions import (
+    LONG_COLUMNS,
+    ExportError,
+    ExportFilters,
+    arrow_schema,
+    resolve_campaign,
+    sample_design,
+    select_questions,
+    status_counts,
+    wide_columns,
+    work_conditions,
+)
+from labeling.export.parallel import iter_tables_parallel
+from labeling.export.summaries import store as store_summaries
+from labeling.export.table import CHUNK, GoldChunk, iter_tables
+from labeling.schema import Schema
+
+__all__ = ["FORMATS", "FORMULA_START", "ExportError", "ExportFilters", "ExportPreview",
+           "ExportResult", "export_gold", "long_path", "manifest_path", "neutralise",
+           "preview"]  # fmt: skip
+
+log = logging.getLogger(__name__)
+FORMATS = ("csv", "jsonl", "parquet")
+ROW_GROUP = 16_384
+# Strings always quoted, nulls empty: an empty text and a missing value stay different.
+CSV_OPTIONS = pa_csv.WriteOptions(include_header=True, batch_size=8192, delimiter=",",
+                                  quoting_style="needed")  # fmt: skip
+PSEUDONYM_NOTE = (
+    "annotator and lead names replaced by 'annotator-' + the first 12 hex digits of "
+    "HMAC-SHA256(key, name); key = SHA-256 of a fixed tag and the database's earliest users "
+    "row (id, name, created_at): stable within one database, different across databases"
+)
+
+
+@dataclass
+class ExportResult:
+    """What an export wrote."""
+
+    path: str
+    format: str
+    row_count: int
+    sha256: str
+    counts: dict[str, int]
+    manifest_path: str
+    long_path: str | None = None
+    long_rows: int = 0
+    long_sha256: str | None = None
+    export_id: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (for the CLI's JSON output)."""
+        return asdict(self)
+
+
+@dataclass
+class ExportPreview:
+    """Counts per status of the matching works and the first rows of the gold set."""
+
+    counts: dict[str, int]
+    total: int
+    columns: list[str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def manifest_path(out: str | Path) -> Path:
+    """Where the manifest of an export to `out` goes: PATH.manifest.json."""
+    out = Path(out)
+    return out.with_name(out.name + ".manifest.json")
+
+
+def long_path(out: str | Path, fmt: str) -> Path:
+    """Where the labels file of an export to `out` goes: gold.csv -> gold.labels.csv."""
+    out = Path(out)
+    if out.suffix:
+        return out.with_name(f"{out.stem}.labels{out.suffix}")
+    return out.with_name(f"{out.name}.labels.{fmt}")
+
+
+# ---------------------------------------------------------------- writers
+
+
+def csv_ready(table: pa.Table) -> pa.Table:
+    """Text cells neutralised and lists ';'-joined, for a spreadsheet-safe CSV."""
+    columns = []
+    for name in table.column_names:
+        col = table[name].combine_chunks()
+        if pa.types.is_list(col.type):
+            col = pc.binary_join(col, ";")
+        if pa.types.is_string(col.type):
+            col = neutralised(col)
+        columns.append(col)
+    return pa.table(columns, names=table.column_names)
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> bytes:
+    """JSON Lines with U+2028/2029 escaped (valid JSON, but they split lines in some readers)."""
+    data = b"".join(orjson.dumps(r) + b"\n" for r in rows)
+    return data.replace("\u2028".encode(), b"\\u2028").replace("\u2029".encode(), b"\\u2029")
+
+
+class _HashingFile:
+    """A binary file that also hashes what is written to it."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        """Wrap an open binary file."""
+        self.fh = fh
+        self.sha = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        """Write and hash."""
+        self.sha.update(data)
+        return self.fh.write(data)
+
+    @property
+    def closed(self) -> bool:
+        """Whether the file is closed (pyarrow's writers ask)."""
+        return self.fh.closed
+
+    def flush(self) -> None:
+        """Flush the file."""
+        self.fh.flush()
+
+
+class _Writer:
+    """Streams tables of a fixed schema into one file of one format."""
+
+    def __init__(self, path: Path, fmt: str, schema: pa.Schema) -> None:
+        """Open a temporary file beside `path` (renamed into place by close)."""
+        self.path, self.fmt, self.schema = path, fmt, schema
+        self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        self.rows = 0
+        self._pq: Any = None
+        self._csv: Any = None
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        # Parquet writes its own file (hashed when closed); text formats stream through here.
+        self._fh = self.tmp.open("wb") if fmt != "parquet" else io.BytesIO()
+        self._out = _HashingFile(self._fh)
+        if fmt == "parquet":
+            self._pq = pq.ParquetWriter(
+                str(self.tmp), schema, compression="zstd", compression_level=3,
+                use_dictionary=True, write_statistics=True, version="2.6",
+                data_page_version="1.0", store_schema=True,
+            )  # fmt: skip
+
+    def write(self, table: pa.Table) -> None:
+        """Append a table (Parquet: buffered until a row group is full)."""
+        if not table.num_rows:
+            return
+        self.rows += table.num_rows
+        if self.fmt == "csv":
+            ready = csv_ready(table)
+            if self._csv is None:
+                self._csv = pa_csv.CSVWriter(self._out, ready.schema, write_options=CSV_OPTIONS)
+            self._csv.write_table(ready)
+        elif self.fmt == "jsonl":
+            self._out.write(_jsonl(table.to_pylist()))
+        else:
+            self._pending.append(table)
+            self._pending_rows += table.num_rows
+            if self._pending_rows >= ROW_GROUP:
+                self._flush_groups(final=False)
+
+    def write_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Append plain rows (the long file: JSONL keeps list answers as lists)."""
+        if not rows:
+            return
+        if self.fmt == "jsonl":
+            self.rows += len(rows)
+            self._out.write(_jsonl(rows))
+            return
+        joined = [{**r, "value": ";".join(r["value"]) if isinstance(r["value"], list)
+                   else r["value"]} for r in rows]  # fmt: skip
+        self.write(pa.Table.from_pylist(joined, schema=self.schema))
+
+    def _flush_groups(self, *, final: bool) -> None:
+        """Write pending Parquet rows in row groups of exactly ROW_GROUP rows (the last may
+        be shorter), so the file layout does not depend on how rows were chunked."""
+        table = pa.concat_tables(self._pending)
+        while table.num_rows >= ROW_GROUP or (final and table.num_rows):
+            size = min(ROW_GROUP, table.num_rows)
+            # One contiguous table per group: the encoder cuts data pages at chunk boundaries
+            # (seen with long unique titles), so the bytes would depend on the chunking.
+            self._pq.write_table(table.slice(0, size).combine_chunks(), row_group_size=size)
+            table = table.slice(size)
+        self._pending = [table] if table.num_rows else []
+        self._pending_rows = table.num_rows
+
+    def close(self) -> str:
+        """Finish the file, move it into place and return its sha256."""
+        if self.fmt == "csv" and self._csv is None:  # no rows: the header alone
+            self._csv = pa_csv.CSVWriter(self._out, csv_ready(self.schema.empty_table()).schema,
+                                         write_options=CSV_OPTIONS)  # fmt: skip
+        if self._csv is not None:
+            self._csv.close()
+        self._fh.close()
+        if self._pq is not None:
+            if self._pending:
+                self._flush_groups(final=True)
+            self._pq.close()
+            with self.tmp.open("rb") as fh:
+                while block := fh.read(1 << 20):
+                    self._out.sha.update(block)
+        os.replace(self.tmp, self.path)
+        return self._out.sha.hexdigest()
+
+    def abort(self) -> None:
+        """Drop the temporary file after a failure."""
+        try:
+            if self._pq is not None:
+                self._pq.close()
+            if self._csv is not None:
+                self._csv.close()
+        except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
+            pass
+        self._fh.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- public API
+
+
+def _check(fmt: str, schema: Schema, filters: ExportFilters) -> None:
+    """ExportError on a bad format, status, date range or question before touching files."""
+    if fmt not in FORMATS:
+        raise ExportError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    select_questions(schema, filters.questions)
+    work_conditions(filters, None)
+
+
+def export_gold(
+    engine: Engine, schema: Schema, out: str | Path, *, fmt: str,
+    filters: ExportFilters | None = None, long: bool = False, pseudonymize: bool = False,
+    user_id: int | None = None, chunk_size: int = CHUNK, processes: int | None = None,
+) -> ExportResult:
+    """Write a gold set, its manifest (and optionally the labels file), and record the export.
+
+    Args:
+        engine: the database.
+        schema: the label schema (questions, teachers, hash).
+        out: the data file to write (replaced atomically).
+        fmt: "csv", "jsonl" or "parquet".
+        filters: which works and questions (default: validated works, every question).
+        long: also write every current label, one row per question (see long_path); the
+            labels file, in any format, can be imported again with import_labels.
+        pseudonymize: replace annotator and lead names by stable pseudonyms.
+        user_id: who exported (kept in the exports table).
+        chunk_size: works read and built per step (memory; the files do not depend on it).
+        processes: worker processes building chunks (None: min(2, CPU count); 1: none).
+
+    Returns:
+        Paths, row counts, counts per status and sha256 of what was written.
+    """
+    filters = filters or ExportFilters()
+    _check(fmt, schema, filters)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    questions = select_questions(schema, filters.questions)
+    columns = wide_columns(schema, questions)
+    main = _Writer(out, fmt, arrow_schema(columns))
+    lpath = long_path(out, fmt) if long else None
+    side = _Writer(lpath, fmt, arrow_schema(LONG_COLUMNS)) if lpath is not None else None
+    counts: Counter[str] = Counter()
+    try:
+        # Chunks come from worker processes sharing one snapshot (one process when small).
+        with closing(iter_tables_parallel(engine, schema, filters, pseudonymize=pseudonymize,
+                                          with_labels=long, processes=processes,
+                                          chunk_size=chunk_size)) as chunks:  # fmt: skip
+            for chunk in chunks:
+                main.write(chunk.table)
+                for entry in pc.value_counts(chunk.table["status"]).to_pylist():
+                    counts[entry["values"]] += entry["counts"]
+                if side is not None:
+                    side.write_rows(chunk.labels)
+                if chunk.stale is not None:
+                    _store_summaries(engine, chunk.stale)
+        digest = main.close()
+        long_digest = side.close() if side is not None else None
+    except BaseException:
+        main.abort()
+        if side is not None:
+            side.abort()
+        raise
+    result = ExportResult(
+        path=str(out), format=fmt, row_count=main.rows, sha256=digest,
+        counts=dict(sorted(counts.items())), manifest_path=str(manifest_path(out)),
+        long_path=str(lpath) if lpath else None, long_rows=side.rows if side else 0,
+        long_sha256=long_digest,
+    )  # fmt: skip
+    with engine.connect() as conn:
+        design = sample_design(conn, filters.campaign)
+    _write_manifest(result, schema, filters, columns, pseudonymize, design)
+    result.export_id = _record(engine, result, filters, long, pseudonymize, user_id)
+    return result
+
+
+def _store_summaries(engine: Engine, summaries: pa.Table) -> None:
+    """Keep the label summaries a chunk had to recompute (works labelled since the last
+    export, or a database without them yet), so the next export reads them instead."""
+    try:
+        store_summaries(engine, summaries)
+    except SQLAlchemyError as exc:  # the files are right either way; the next export retries
+        log.warning("label summaries of %d works not stored: %s", summaries.num_rows, exc)
+
+
+def _write_manifest(
+    result: ExportResult, schema: Schema, filters: ExportFilters,
+    columns: list[tuple[str, str]], pseudonymize: bool, design: str,
+) -> None:
+    """Write PATH.manifest.json describing the export."""
+    manifest = {
+        "tool": "labeling", "tool_version": labeling.__version__,
+        "created_at": utcnow().isoformat(timespec="seconds"),
+        "file": Path(result.path).name, "format": result.format, "sha256": result.sha256,
+        "bytes": Path(result.path).stat().st_size, "row_count": result.row_count,
+        "counts_per_status": result.counts, "filters": filters.as_dict(),
+        "schema": {"version": schema.version, "hash": schema.hash, "path": schema.path,
+                   "teachers": list(schema.teachers),
+                   "questions": [q.name for q in select_questions(schema, filters.questions)]},
+        "columns": [{"name": c, "type": k} for c, k in columns],
+        "order": "work_id ascending",
+        "sample_design": design,
+        "labels_file": None if result.long_path is None else {
+            "file": Path(result.long_path).name, "sha256": result.long_sha256,
+            "row_count": result.long_rows,
+            "content": "the current (latest, non-skipped) label of each annotator per work and "
+                       "campaign, one row per question; importable with labeling import-labels",
+        },
+        "pseudonymized": pseudonymize,
+        "pseudonyms": PSEUDONYM_NOTE if pseudonymize else None,
+        "csv": "UTF-8, no BOM; text always quoted, so an unquoted empty cell is a missing value "
+               "and \"\" an empty text; multi-label answers ';'-joined; a text cell starting "
+               "with = + - @ tab or CR, possibly after apostrophes, gets one more apostrophe in "
+               "front (import-labels removes exactly that one)" if result.format == "csv"
+               else None,
+    }  # fmt: skip
+    target = Path(result.manifest_path)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+    os.replace(tmp, target)
+
+
+def _record(
+    engine: Engine, result: ExportResult, filters: ExportFilters, long: bool,
+    pseudonymize: bool, user_id: int | None,
+) -> int:
+    """Add the export to the exports table; returns its id."""
+    with write_session(engine) as session:
+        return session.execute(insert(Export).values(
+            user_id=user_id, format=result.format, path=result.path, row_count=result.row_count,
+            sha256=result.sha256, created_at=utcnow(),
+            filters={**filters.as_dict(), "long": long, "pseudonymize": pseudonymize},
+        )).inserted_primary_key[0]  # fmt: skip
+
+
+def preview(
+    engine: Engine, schema: Schema, filters: ExportFilters | None = None, *, limit: int = 20,
+    pseudonymize: bool = False,
+) -> ExportPreview:
+    """Counts per status of the works an export would hold, and its first rows.
+
+    Args:
+        engine: the database.
+        schema: the label schema.
+        filters: which works and questions (default: validated works).
+        limit: how many rows to return.
+        pseudonymize: show pseudonyms instead of names, as the export would.
+    """
+    filters = filters or ExportFilters()
+    _check("csv", schema, filters)
+    columns = [c for c, _ in wide_columns(schema, select_questions(schema, filters.questions))]
+    with engine.connect() as conn, conn.begin():
+        camp = resolve_campaign(conn, filters.campaign)
+        counts = status_counts(conn, work_conditions(filters, camp.id if camp else None))
+        rows: list[dict[str, Any]] = []
+        chunks: Iterator[GoldChunk] = iter_tables(
+            conn, schema, filters, pseudonymize=pseudonymize, chunk_size=max(1, limit))
+        for chunk in chunks:
+            rows.extend(chunk.table.to_pylist())
+            break
+        chunks.close()  # type: ignore[attr-defined]
+    return ExportPreview(counts=counts, total=sum(counts.values()), columns=columns,
+                         rows=rows[:limit])  # fmt: skip

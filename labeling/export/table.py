@@ -1,0 +1,269 @@
+"""The gold set as Arrow tables: per chunk of works, two reads and vectorised columns.
+
+A chunk is a run of works in id order. The works come from one query (on SQLite, for one
+status, from the covering index `ix_works_export`) as id, DOI, title, year, the machine
+scores, and one packed text of the columns that repeat across works (status, validated_via,
+model version, final answers, stored machine columns), parsed once per distinct value; the
+current labels from a second query (labeling.export.label_columns). Python touches single rows only
+for the rare works whose machine side must come from the full record (stored columns missing
+or computed under another schema) or from `predictions` (labelled under an older version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlalchemy import Connection, Text, cast, select
+
+from db.models import STATUS_VALIDATED, Campaign, CampaignItem, Prediction, User, Work
+from labeling.export.definitions import (
+    ExportFilters,
+    Pseudonymizer,
+    arrow_schema,
+    resolve_campaign,
+    select_questions,
+    validation_fields,
+    wide_columns,
+    work_conditions,
+)
+from labeling.export.label_columns import by_distinct, current_labels, long_labels
+from labeling.export.summaries import label_columns, stored, summarise
+from labeling.frames.machine_columns import (
+    SCORE_COLUMNS,
+    SCORE_FROM_WORK,
+    MachinePlan,
+    as_list,
+    as_text,
+    call_columns,
+    machine_hash,
+    machine_plan,
+)
+from labeling.schema import Question, Schema
+
+CHUNK = 2_500
+_ANSWER = {"multi": as_list, "single": as_text, "binary": as_text}
+_VALIDATION = ("validation_method", "validation_rule", "validation_campaign", "validated_by",
+               "validated_via")  # fmt: skip
+
+
+@dataclass
+class GoldChunk:
+    """One chunk of the gold set: its wide rows as a table, and the long label rows."""
+
+    table: pa.Table
+    labels: list[dict[str, Any]] = field(default_factory=list)
+    # Summaries the chunk recomputed because the stored ones were stale (see label_summary).
+    stale: pa.Table | None = None
+
+
+@dataclass
+class _Context:
+    """What every chunk needs: questions, names, campaigns, machine plan, scope."""
+
+    schema: Schema
+    questions: list[Question]
+    names: dict[int, str | None]
+    campaigns: dict[int, Any]
+    sample_ids: list[int]
+    campaign_id: int | None
+    pseudo: Pseudonymizer
+    plan: MachinePlan
+    plan_hash: str
+    schema_arrow: pa.Schema
+    human_types: dict[str, pa.DataType]  # columns made once per distinct (status, answers, via)
+    machine_types: dict[str, pa.DataType]  # columns made once per distinct works.machine
+
+
+def iter_tables(
+    conn: Connection, schema: Schema, filters: ExportFilters, *, pseudonymize: bool = False,
+    chunk_size: int = CHUNK, with_labels: bool = False,
+    id_range: tuple[str | None, str | None] = (None, None),
+) -> Iterator[GoldChunk]:
+    """Stream the gold set in chunks of works ordered by id, inside the caller's transaction.
+
+    Args:
+        conn: an open connection (one transaction, so the export sees one snapshot).
+        schema: the label schema.
+        filters: which works and questions.
+        pseudonymize: replace annotator and lead names by stable pseudonyms.
+        chunk_size: works per chunk.
+        with_labels: also return each chunk's current labels (for the long file).
+        id_range: only works with lo <= id < hi (None: unbounded), for a share of the export.
+    """
+    ctx = _context(conn, schema, filters, pseudonymize)
+    query = select(
+        Work.id, Work.doi, Work.title, Work.year, Work.status,
+        cast(Work.final_answers, Text), Work.validated_via, Work.model_version,
+        Work.machine_hash, Work.machine, *(getattr(Work, c) for c in SCORE_FROM_WORK.values()),
+    ).where(*work_conditions(filters, ctx.campaign_id)).order_by(Work.id)  # fmt: skip
+    lo, hi = id_range
+    if lo is not None:
+        query = query.where(Work.id >= lo)
+    if hi is not None:
+        query = query.where(Work.id < hi)
+    if conn.dialect.name == "sqlite":
+        # SQLite's cursor steps through the result on demand, so rows can come straight from
+        # it: every column here is a plain value that needs no result processing, and
+        # SQLAlchemy's row objects would cost about a second per million rows.
+        result = conn.execute(query)
+        parts: Iterable[Any] = iter(lambda: result.cursor.fetchmany(chunk_size), [])
+    else:  # a server-side cursor, which SQLAlchemy reads ahead of us
+        result = conn.execution_options(stream_results=True, yield_per=chunk_size).execute(query)
+        parts = result.partitions(chunk_size)
+    try:
+        for part in parts:
+            yield _chunk(conn, ctx, part, with_labels)
+    finally:
+        result.close()
+
+
+def _context(conn: Connection, schema: Schema, filters: ExportFilters, pseudo: bool) -> _Context:
+    """Questions, campaign scope, display names and the machine plan of an export."""
+    questions = select_questions(schema, filters.questions)
+    camp = resolve_campaign(conn, filters.campaign)
+    campaign_id = camp.id if camp is not None else None
+    campaigns = {c.id: c for c in conn.execute(
+        select(Campaign.id, Campaign.name, Campaign.is_probability_sample))}  # fmt: skip
+    # Design columns belong to one (work, sample) pair: filled only for the sample named.
+    sampled = camp is not None and campaigns[campaign_id].is_probability_sample
+    sample_ids = [campaign_id] if sampled else []
+    pseudonymizer = Pseudonymizer.for_database(conn) if pseudo else Pseudonymizer(None)
+    users = dict(conn.execute(select(User.id, User.name)).all())
+    names = {uid: pseudonymizer(name) for uid, name in users.items()}
+    wide = arrow_schema(wide_columns(schema, questions))
+    plan = machine_plan(schema)
+    machine = [c for c, _ in call_columns(schema, questions) + SCORE_COLUMNS
+               if c not in SCORE_FROM_WORK]  # fmt: skip
+    human = ["status", *(f"human_{q.name}" for q in questions), *_VALIDATION]
+    return _Context(
+        schema, questions, names, campaigns, sample_ids, campaign_id, pseudonymizer, plan,
+        machine_hash(schema),
+        wide, {c: wide.field(c).type for c in human}, {c: wide.field(c).type for c in machine},
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- one chunk
+
+
+def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> GoldChunk:
+    """The wide table (and long label rows) of one chunk of works."""
+    (ids, dois, titles, years, statuses, finals, vias, versions, hashes, machines,
+     *scores) = (list(c) for c in zip(*rows, strict=True))  # fmt: skip
+    n = len(ids)
+    id_arr = pa.array(ids, pa.string())
+    current = pa.array(versions, pa.string())
+    stale = None
+    if ctx.campaign_id is None:  # the stored summaries cover every campaign's labels
+        summaries, stale = stored(conn, ctx.schema, id_arr)
+    else:
+        labels = current_labels(conn, ctx.schema.questions, ctx.campaign_id, id_arr)
+        summaries = summarise(labels, n, len(ctx.schema.questions), ctx.schema.hash)
+    label_cols = label_columns(summaries, current, ctx.questions, ctx.schema, ctx.names)
+    shown = label_cols["model_version"]
+    _recompute(conn, ctx, ids, machines, hashes, scores, shown, current)
+    cols: dict[str, Any] = {"work_id": id_arr, "doi": pa.array(dois, pa.string()),
+                            "title": pa.array(titles, pa.string()),
+                            "year": pa.array(years, pa.int64()),
+                            "model_version_current": current}  # fmt: skip
+    cols.update(label_cols)
+    cols.update(by_distinct(lambda *v: _human(ctx, *v), ctx.human_types, statuses, finals, vias))
+    cols.update(by_distinct(lambda t: _stored_machine(ctx, t), ctx.machine_types, machines))
+    for k, col in enumerate(SCORE_FROM_WORK):
+        cols[col] = pa.array(scores[k], pa.float64())
+    cols.update(_samples(conn, ctx, ids))
+    table = pa.table({f.name: cols[f.name] for f in ctx.schema_arrow}, schema=ctx.schema_arrow)
+    long = (long_labels(conn, ctx.questions, ctx.campaigns, ctx.names, ctx.campaign_id, ids)
+            if with_labels else [])  # fmt: skip
+    return GoldChunk(table, long, stale)
+
+
+def _human(ctx: _Context, status: str, final: str | None, via: str | None) -> dict[str, Any]:
+    """Status, final answers and how the work was validated, for one distinct combination."""
+    validated = status == STATUS_VALIDATED
+    answers = orjson.loads(final) if validated and final else {}
+    answers = answers if isinstance(answers, dict) else {}
+    out: dict[str, Any] = {"status": status}
+    out.update({f"human_{q.name}": _ANSWER[q.kind](answers.get(q.name)) for q in ctx.questions})
+    out.update(validation_fields(ctx.campaigns, ctx.pseudo, via if validated else None))
+    return out
+
+
+def _stored_machine(ctx: _Context, text: str | None) -> dict[str, Any]:
+    """The machine columns (other than the scores) of one distinct works.machine text."""
+    values = orjson.loads(text) if text else []
+    values = values if isinstance(values, list) else []
+    return {col: values[k] if k < len(values) else None
+            for k, col in enumerate(ctx.plan.stored) if col in ctx.machine_types}  # fmt: skip
+
+
+def _recompute(
+    conn: Connection, ctx: _Context, ids: list[str], machines: list[str | None],
+    hashes: list[str | None], scores: list[list], shown: pa.Array, current: pa.Array,
+) -> None:
+    """Rewrite, in place, the machine side of works whose stored columns are missing or from
+    another schema (from their record) or that were labelled under an older model version
+    (from predictions)."""
+    redo: dict[int, Any] = {}  # row -> the record-shaped dict to compute its columns from
+    stale = [i for i, (t, h) in enumerate(zip(machines, hashes, strict=True))
+             if t is None or h != ctx.plan_hash]  # fmt: skip
+    if stale:
+        wanted = [ids[i] for i in stale]
+        records = dict(conn.execute(select(Work.id, Work.record).where(Work.id.in_(wanted))).all())
+        redo.update((i, records.get(ids[i])) for i in stale)
+    older = pc.fill_null(pc.not_equal(shown, current), pc.is_valid(shown))
+    older_at = np.flatnonzero(pc.fill_null(older, False).to_numpy(zero_copy_only=False))
+    if len(older_at):
+        versions = shown.to_pylist()
+        old = _history(conn, {(ids[i], versions[i]) for i in older_at})
+        redo.update((int(i), old[(ids[i], versions[i])]) for i in older_at
+                    if (ids[i], versions[i]) in old)  # fmt: skip
+    for i, record in redo.items():
+        columns = ctx.plan.columns(record)
+        machines[i] = orjson.dumps([columns[c] for c in ctx.plan.stored]).decode()
+        for k, col in enumerate(SCORE_FROM_WORK):
+            scores[k][i] = columns[col]
+
+
+def _history(conn: Connection, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    """Superseded predictions {(work, model_version): record-shaped dict}."""
+    ids = sorted({w for w, _ in wanted})
+    rows = conn.execute(
+        select(Prediction.work_id, Prediction.model_version, Prediction.prediction,
+               Prediction.machine_scores).where(Prediction.work_id.in_(ids))  # fmt: skip
+    )
+    return {
+        (r.work_id, r.model_version): {"prediction": r.prediction or {},
+                                       "machine_scores": r.machine_scores or {}}
+        for r in rows if (r.work_id, r.model_version) in wanted
+    }  # fmt: skip
+
+
+def _samples(conn: Connection, ctx: _Context, ids: list[str]) -> dict[str, Any]:
+    """Sample campaign, stratum, inclusion probability and weight per work: those of the
+    probability sample the export is filtered to (--campaign), else empty (see README)."""
+    n = len(ids)
+    campaign: list[str | None] = [None] * n
+    stratum: list[str | None] = [None] * n
+    prob: list[float | None] = [None] * n
+    if ctx.sample_ids:
+        (cid,) = ctx.sample_ids
+        items = {item.work_id: item for item in conn.execute(
+            select(CampaignItem.work_id, CampaignItem.stratum, CampaignItem.inclusion_prob)
+            .where(CampaignItem.campaign_id == cid,
+                   CampaignItem.work_id >= ids[0], CampaignItem.work_id <= ids[-1])
+        )}  # fmt: skip
+        for i, wid in enumerate(ids):
+            if (item := items.get(wid)) is not None:
+                campaign[i], stratum[i] = ctx.campaigns[cid].name, item.stratum
+                prob[i] = item.inclusion_prob
+    probs = pa.array(prob, pa.float64())
+    weight = pc.if_else(pc.greater(probs, 0), pc.divide(1.0, probs), pa.nulls(n, pa.float64()))
+    return {"sample_campaign": pa.array(campaign, pa.string()),
+            "stratum": pa.array(stratum, pa.string()), "inclusion_prob": probs,
+            "weight": weight}  # fmt: skip

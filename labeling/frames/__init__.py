@@ -1,0 +1,1 @@
+"""Frames: reading, checking and storing a machine-classified frame; synthetic and demo frames."""

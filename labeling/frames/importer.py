@@ -1,0 +1,389 @@
+"""Streaming, idempotent, resumable import of a frame (JSON Lines, optionally gzipped).
+
+Each record is stored exactly as delivered (`works.record`, the line's own JSON text) next to
+the columns the queue orders and filters on. When a newer frame brings a new
+`model_version`, the superseded prediction moves to `predictions`, so history is kept.
+Parsing and checking run in worker processes for large files (JSON parsing of the score
+vectors is the bound); the main process only writes.
+
+An import that fails part-way (the file cannot be read to its end, it is not a frame, the
+database refuses) keeps the batches it committed and says how far it got: at a million rows
+resuming beats starting over, and re-running the repaired file skips what is stored
+(unchanged records are not rewritten). Only --strict is all-or-nothing.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+from sqlalchemy import Connection, Engine
+from tqdm import tqdm
+
+from db.engine import write_connection
+from labeling.frames.import_runs import describe_error, finish_run, start_run
+from labeling.frames.lines import (
+    FrameReadError,
+    Parsed,
+    init_worker,
+    iter_chunks,
+    parse_chunk,
+    parse_chunk_in_worker,
+)
+from labeling.frames.store import StoredCounts, defer_indexes, ensure_work_indexes, write_batch
+from labeling.schema import Schema
+
+__all__ = ["FrameReadError", "ImportFailed", "ImportSummary", "Problem", "import_frame"]
+
+MAX_PROBLEMS_KEPT = 1000
+PARALLEL_MIN_BYTES = 32 * 1024 * 1024
+BINARY_RUN = 3  # lines in a row that are not text: the file is not a frame, stop
+
+
+@dataclass
+class Problem:
+    """One reported line: rejected (skipped) or a warning (imported, but inconsistent)."""
+
+    line: int
+    work_id: str | None
+    kind: str
+    reason: str
+
+
+@dataclass
+class ImportSummary:
+    """Counts of one frame import, plus the first problems found."""
+
+    path: str
+    lines: int = 0
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    rejected: int = 0
+    warnings: int = 0
+    aborted: bool = False
+    failed: bool = False
+    error: str | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def stored(self) -> int:
+        """Records now in the database as this file has them (committed)."""
+        return self.inserted + self.updated + self.unchanged
+
+    @property
+    def exit_code(self) -> int:
+        """0 all imported, 3 lines rejected or --strict aborted, 2 the import failed part-way."""
+        if self.failed:
+            return 2
+        return 3 if (self.rejected or self.aborted) else 0
+
+    def add(self, counts: StoredCounts) -> None:
+        """Count a committed batch."""
+        self.inserted += counts.inserted
+        self.updated += counts.updated
+        self.unchanged += counts.unchanged
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the counts (problems excluded)."""
+        d = asdict(self)
+        d.pop("problems")
+        return d
+
+
+class ImportFailed(FrameReadError):
+    """The import stopped part-way; what it committed stays, `summary` counts it."""
+
+    def __init__(self, message: str, summary: ImportSummary) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+def failure_message(reason: str, s: ImportSummary, strict: bool) -> str:
+    """One line: what failed, how far the import got, and what re-running does."""
+    counts = (
+        f"before the failure {s.lines} lines read, {s.stored} stored ({s.inserted} inserted, "
+        f"{s.updated} updated, {s.unchanged} unchanged), {s.rejected} rejected"
+    )
+    if strict:
+        after = "--strict: nothing was written"
+    elif s.stored:
+        after = "the stored works stay; re-running the repaired file continues idempotently"
+    else:
+        after = "nothing was stored"
+    return f"{reason}; {counts}; {after}"
+
+
+class _Reporter:
+    """Counts problems, keeps the first ones, and streams all of them to a report file."""
+
+    def __init__(self, summary: ImportSummary, report_path: Path | None) -> None:
+        self.summary = summary
+        self.fh: IO[bytes] | None = report_path.open("wb") if report_path else None
+
+    def add(self, line: int, work_id: str | None, kind: str, reason: str) -> None:
+        if kind == "rejected":
+            self.summary.rejected += 1
+        else:
+            self.summary.warnings += 1
+        problem = Problem(line, work_id, kind, reason)
+        if len(self.summary.problems) < MAX_PROBLEMS_KEPT:
+            self.summary.problems.append(problem)
+        if self.fh:
+            self.fh.write(orjson.dumps(asdict(problem)) + b"\n")
+
+    def close(self) -> None:
+        if self.fh:
+            self.fh.close()
+
+
+def import_frame(
+    engine: Engine,
+    path: str | Path,
+    schema: Schema,
+    *,
+    strict: bool = False,
+    report_path: str | Path | None = None,
+    batch_size: int = 5000,
+    progress: bool | None = None,
+    workers: int | None = None,
+) -> ImportSummary:
+    """Import a frame file; bad lines are skipped and reported, good ones upserted.
+
+    Args:
+        engine: the database to import into (migrated).
+        path: a JSON Lines file, plain or gzipped.
+        schema: the label schema the score vectors are checked against.
+        strict: abort at the first bad line and write nothing (the rest is still checked
+            so the report lists every bad line).
+        report_path: where to write every problem as JSON Lines (optional).
+        batch_size: records per transaction (the whole file is one transaction if strict).
+        progress: show a progress bar (None: only when stderr is a terminal).
+        workers: parsing processes (None: 2 for files over 32 MB, else parse in-process).
+
+    Raises:
+        FrameReadError: the file cannot be opened (nothing read, no run recorded).
+        ImportFailed: the import stopped part-way (unreadable, not a frame, database error);
+            the batches committed before stay and the run is recorded as failed.
+    """
+    path = Path(path)
+    summary = ImportSummary(path=str(path))
+    try:
+        size = path.stat().st_size
+        path.open("rb").close()
+    except OSError as exc:
+        raise FrameReadError(f"{path}: cannot open frame ({exc.strerror or exc})") from exc
+    if workers is None:
+        workers = min(2, multiprocessing.cpu_count()) if size >= PARALLEL_MIN_BYTES else 0
+    reporter = _Reporter(summary, Path(report_path) if report_path else None)
+    run_id = start_run(engine, "frame", path)
+    reason: str | None = None
+    cause: BaseException | None = None
+    deferred: list[Any] = []
+    bar = tqdm(
+        total=size, unit="B", unit_scale=True, desc="import", leave=False,
+        disable=None if progress is None else not progress,
+    )  # fmt: skip
+    pool = None
+    try:
+        ensure_work_indexes(engine)
+        if size >= PARALLEL_MIN_BYTES and not strict:
+            deferred = defer_indexes(engine)
+        if workers > 0:
+            pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=init_worker,
+                initargs=(schema,),
+            )
+        chunks = iter_chunks(path)
+        if pool is None:
+            parsed_chunks: Iterator[tuple[list[Parsed], int]] = (
+                (parse_chunk(chunk, schema), pos) for chunk, pos in chunks
+            )
+        else:
+            parsed_chunks = _parallel(pool, chunks, workers)
+        _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size)
+    except (_Stop, FrameReadError) as exc:
+        reason, cause = str(exc), exc
+    except Exception as exc:  # the database (or anything else) failed: say so in one line
+        reason, cause = f"{path}: {describe_error(exc)}", exc
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+        bar.close()
+        reporter.close()
+    _end(engine, run_id, summary, deferred, strict, reason, cause)
+    return summary
+
+
+def _end(
+    engine: Engine, run_id: int, summary: ImportSummary, deferred: list[Any], strict: bool,
+    reason: str | None, cause: BaseException | None,
+) -> None:  # fmt: skip
+    """Rebuild deferred indexes and record the run; raise ImportFailed if anything failed."""
+    if deferred:
+        try:
+            ensure_work_indexes(engine)
+        except Exception as exc:
+            if reason is None:
+                reason, cause = f"{summary.path}: {describe_error(exc)}", exc
+    if reason is not None:
+        summary.failed, summary.error = True, failure_message(reason, summary, strict)
+    try:
+        finish_run(engine, run_id, summary.as_dict(), summary.error)
+    except Exception as exc:
+        note = f"the run could not be recorded ({describe_error(exc)})"
+        cause = cause or exc
+        summary.failed = True
+        summary.error = f"{summary.error}; {note}" if summary.error else f"{summary.path}: {note}"
+    if summary.failed:
+        assert summary.error is not None
+        raise ImportFailed(summary.error, summary) from cause
+
+
+def _parallel(
+    pool: ProcessPoolExecutor, chunks: Iterator[tuple[list[tuple[int, bytes]], int]], workers: int
+) -> Iterator[tuple[list[Parsed], int]]:
+    """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory)."""
+    pending: list[tuple[Any, int]] = []
+    try:
+        for chunk, pos in chunks:
+            pending.append((pool.submit(parse_chunk_in_worker, chunk), pos))
+            if len(pending) >= 4 * workers:
+                future, p = pending.pop(0)
+                yield future.result(), p
+    except FrameReadError:
+        for future, p in pending:  # the lines read before a read failure are still imported
+            yield future.result(), p
+        raise
+    for future, p in pending:
+        yield future.result(), p
+
+
+def _consume(
+    engine: Engine,
+    parsed_chunks: Iterator[tuple[list[Parsed], int]],
+    summary: ImportSummary,
+    reporter: _Reporter,
+    bar: tqdm,
+    strict: bool,
+    batch_size: int,
+) -> None:
+    try:
+        if strict:
+            # One transaction for the whole file: _Abort (or any failure) rolls all of it back.
+            with write_connection(engine) as conn:
+                writer = _Writer(engine, conn, summary, reporter, strict, batch_size)
+                writer.write(parsed_chunks, bar)
+            summary.add(writer.pending)  # committed
+        else:
+            _Writer(engine, None, summary, reporter, strict, batch_size).write(parsed_chunks, bar)
+    except _Abort:
+        summary.aborted = True
+
+
+class _Abort(Exception):
+    """Raised inside the strict transaction to roll it back."""
+
+
+class _Stop(Exception):
+    """The file is not a frame (binary data, a JSON array): stop reading it."""
+
+
+class _Writer:
+    """Takes parsed lines in file order: reports, batches and writes them."""
+
+    def __init__(self, engine: Engine, conn: Connection | None, summary: ImportSummary,
+                 reporter: _Reporter, strict: bool, batch_size: int) -> None:  # fmt: skip
+        self.engine, self.conn, self.summary, self.reporter = engine, conn, summary, reporter
+        self.strict, self.batch_size = strict, batch_size
+        self.seen: set[str] = set()
+        self.batch: list[Parsed] = []
+        self.binary: list[Parsed] = []  # the current run of lines that are not text
+        self.any_line = self.any_text = False
+        self.pending = StoredCounts()  # written in the strict transaction, not yet committed
+
+    def write(self, parsed_chunks: Iterator[tuple[list[Parsed], int]], bar: tqdm) -> None:
+        """Write every parsed line, then the last batch."""
+        last_pos = 0
+        try:
+            for parsed, pos in parsed_chunks:
+                bar.update(pos - last_pos)
+                last_pos = pos
+                for p in parsed:
+                    self.take(p)
+            if self.binary and not self.any_text:  # nothing in the file was text
+                raise _Stop(self._binary_reason())
+        except (_Stop, FrameReadError):
+            # The file failed, not the database: store the good lines read before the failure.
+            if self.batch and not self.strict:
+                self._flush()
+            raise
+        self._report_binary()
+        if self.strict and self.summary.rejected:
+            raise _Abort
+        if self.batch:
+            self._flush()
+
+    def take(self, p: Parsed) -> None:
+        """One non-blank line, in file order."""
+        self.summary.lines = max(self.summary.lines, p.line)
+        if not self.any_line:
+            self.any_line = True
+            if p.array:
+                raise _Stop(f"{self.summary.path}: line {p.line}: this is a JSON array; "
+                            "a frame is JSON Lines, one object per line")  # fmt: skip
+        if p.binary:
+            self.binary.append(p)
+            if len(self.binary) >= BINARY_RUN:
+                raise _Stop(self._binary_reason())
+            return
+        self.any_text = True
+        self._report_binary()
+        self._take_text(p)
+
+    def _binary_reason(self) -> str:
+        first, n = self.binary[0], len(self.binary)
+        rows = f"{n} lines in a row are" if n > 1 else "the only line is"
+        return (f"{self.summary.path}: line {first.line}: {first.errors[0]}; {rows} not "
+                "UTF-8 text: a binary file? A frame is UTF-8 JSON Lines")  # fmt: skip
+
+    def _report_binary(self) -> None:
+        """A short run of undecodable lines between text lines: ordinary rejected lines."""
+        for p in self.binary:
+            self.reporter.add(p.line, None, "rejected", p.errors[0])
+        self.binary.clear()
+
+    def _take_text(self, p: Parsed) -> None:
+        summary, reporter = self.summary, self.reporter
+        if p.errors:
+            reporter.add(p.line, p.work_id, "rejected", "; ".join(p.errors))
+            return
+        assert p.work_id is not None
+        if p.work_id in self.seen:
+            reporter.add(p.line, p.work_id, "rejected", f"duplicate id {p.work_id} within the file")
+            return
+        self.seen.add(p.work_id)
+        for warning in p.warnings:
+            reporter.add(p.line, p.work_id, "warning", warning)
+        if self.strict and summary.rejected:
+            return  # aborting: keep checking so every bad line is reported
+        self.batch.append(p)
+        if len(self.batch) >= self.batch_size:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.conn is not None:
+            write_batch(self.conn, self.batch, self.pending)
+        else:
+            counts = StoredCounts()
+            with write_connection(self.engine) as own:
+                write_batch(own, self.batch, counts)
+            self.summary.add(counts)  # only once committed: the counts match the database
+        self.batch.clear()

@@ -1,0 +1,244 @@
+"""Reading a frame: opening it (plain or gzip), chunking its lines, parsing and checking each.
+
+Everything here is a pure function of the bytes and the schema, so it runs in worker
+processes as well as in the importer's own.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from labeling.frames.checks import check_record, normalize_work_id, score_paths
+from labeling.frames.machine_columns import MachinePlan, machine_digest, machine_hash, machine_plan
+from labeling.schema import Schema
+
+CHUNK_LINES = 500
+MAX_VALUE_PROBLEMS = 3
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+class FrameReadError(Exception):
+    """The frame file cannot be opened or read (not a per-line problem)."""
+
+
+@dataclass(slots=True)
+class Parsed:
+    """One line after parsing and checking (in a worker): what the writer needs."""
+
+    line: int
+    work_id: str | None
+    errors: list[str]
+    warnings: list[str]
+    columns: dict[str, Any] | None = None
+    text: str | None = None
+    digest: str | None = None
+    binary: bool = False  # not UTF-8 text at all
+    array: bool = False  # looks like the start of a JSON array (a frame is JSON Lines)
+
+
+def _open(path: Path) -> tuple[IO[bytes], IO[bytes]]:
+    """Open raw and (maybe) decompressed streams; gzip is recognised by its magic bytes."""
+    try:
+        raw = path.open("rb")
+    except OSError as exc:
+        raise FrameReadError(f"{path}: cannot open frame ({exc.strerror or exc})") from exc
+    if raw.read(2) == b"\x1f\x8b":
+        raw.seek(0)
+        return raw, gzip.GzipFile(fileobj=raw, mode="rb")
+    raw.seek(0)
+    return raw, raw
+
+
+def iter_chunks(
+    path: Path, size: int = CHUNK_LINES
+) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
+    """Yield chunks of (line number, raw line) and the bytes of the file read so far.
+
+    When reading fails part-way (a truncated gzip), the lines read before the failure are
+    yielded first, then FrameReadError names the last line read.
+    """
+    raw, stream = _open(path)
+    chunk: list[tuple[int, bytes]] = []
+    number = 0
+    try:
+        for number, line in enumerate(stream, start=1):
+            chunk.append((number, line))
+            if len(chunk) >= size:
+                yield chunk, raw.tell()
+                chunk = []
+        if chunk:
+            yield chunk, raw.tell()
+    except (OSError, EOFError, gzip.BadGzipFile, UnicodeError) as exc:
+        if chunk:
+            yield chunk, raw.tell()
+        where = f"after line {number}" if number else "at its start"
+        raise FrameReadError(f"{path}: cannot read frame {where} ({exc})") from exc
+    finally:
+        stream.close()
+        raw.close()
+
+
+def not_text(line: bytes) -> str | None:
+    """Why a raw line is not UTF-8 text (None when it is): binary data, UTF-16, control bytes.
+
+    JSON allows no raw control character other than tab, CR and LF anywhere in a line, so
+    such a byte means the line is not JSON text at all, as does invalid UTF-8.
+    """
+    control = _CONTROL.search(line)
+    if control:
+        at = control.start()
+        return f"not text: control byte 0x{line[at]:02x} at column {at + 1}"
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text: byte 0x{line[exc.start]:02x} at column {exc.start + 1}"
+    return None
+
+
+def starts_json_array(line: bytes) -> bool:
+    """Whether a (first) line opens a JSON array of objects rather than holding one object."""
+    text = line.strip()
+    if not text.startswith(b"["):
+        return False
+    rest = text[1:].lstrip()
+    return rest in (b"", b"]") or rest.startswith(b"{")
+
+
+class _Token:
+    """A NaN / Infinity / overflowing number literal, kept as written."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _float_or_token(text: str) -> Any:
+    value = float(text)
+    return value if math.isfinite(value) else _Token(text)
+
+
+def nonfinite_errors(line: bytes, scores: frozenset[str]) -> tuple[str | None, list[str]] | None:
+    """For a line that is JSON but for NaN / Infinity literals: its id and a message per value.
+
+    None when the line has no such value (then it is invalid JSON for another reason).
+    """
+    try:
+        rec = json.loads(line, parse_constant=_Token, parse_float=_float_or_token)
+    except (ValueError, RecursionError):
+        return None
+    found: list[str] = []
+    stack: list[tuple[str, str, Any]] = [("", "", rec)]
+    while stack and len(found) < MAX_VALUE_PROBLEMS:
+        path, base, node = stack.pop()
+        if isinstance(node, _Token):
+            if base in scores:
+                found.append(f"{path}: score {node.text}: a number in [0, 1] expected")
+            else:
+                found.append(f"{path or 'the line'}: {node.text} is not a JSON number")
+        elif isinstance(node, dict):
+            for key, value in reversed(node.items()):
+                sub = f"{path}.{key}" if path else str(key)
+                stack.append((sub, sub, value))
+        elif isinstance(node, list):
+            # A vector element is named by index but judged by its vector's path.
+            stack.extend((f"{path}[{i}]", base, v) for i, v in reversed(list(enumerate(node))))
+    if not found:
+        return None
+    work_id = normalize_work_id(rec.get("id")) if isinstance(rec, dict) else None
+    return work_id, found
+
+
+_worker_schema: Schema | None = None
+
+
+def init_worker(schema: Schema) -> None:
+    """Give a worker process the schema once (ProcessPoolExecutor initializer)."""
+    global _worker_schema
+    _worker_schema = schema
+
+
+def parse_chunk_in_worker(chunk: list[tuple[int, bytes]]) -> list[Parsed]:
+    """parse_chunk with the worker's schema."""
+    assert _worker_schema is not None
+    return parse_chunk(chunk, _worker_schema)
+
+
+def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Parsed:
+    """A line orjson refused: binary, a JSON array's start, NaN / Infinity, or invalid JSON."""
+    array = starts_json_array(line)  # the writer asks only of the first non-blank line
+    utf16 = number == 1 and line.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+    reason = "UTF-16 text (byte order mark), not UTF-8" if utf16 else not_text(line)
+    if reason:
+        return Parsed(number, None, [reason], [], binary=True, array=array)
+    named = nonfinite_errors(line, _paths_for(schema))
+    if named is not None:
+        return Parsed(number, named[0], named[1], [], array=array)
+    return Parsed(number, None, [f"invalid JSON: {exc}"], [], array=array)
+
+
+def parse_chunk(chunk: list[tuple[int, bytes]], schema: Schema) -> list[Parsed]:
+    """Parse and check raw lines; blank lines are dropped, a BOM before line 1 is too."""
+    out: list[Parsed] = []
+    plan, plan_hash = _plan_for(schema)
+    for number, line in chunk:
+        if number == 1:  # a UTF-8 byte order mark, as some editors write, is not data
+            line = line.removeprefix(codecs.BOM_UTF8)
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            out.append(_unparsable(number, line, exc, schema))
+            continue
+        checked = check_record(rec, schema)
+        if checked.errors or checked.columns is None:
+            array = isinstance(rec, list) and starts_json_array(line)
+            out.append(Parsed(number, checked.work_id, checked.errors, [], array=array))
+            continue
+        assert checked.work_id is not None
+        columns = checked.columns
+        columns["machine"], columns["machine_hash"] = machine_digest(plan, rec), plan_hash
+        out.append(
+            Parsed(
+                number,
+                checked.work_id,
+                [],
+                checked.warnings,
+                columns,
+                line.decode("utf-8"),
+                hashlib.sha256(line).hexdigest(),
+            )
+        )
+    return out
+
+
+_plans: dict[str, tuple[MachinePlan, str, frozenset[str]]] = {}
+
+
+def _cached(schema: Schema) -> tuple[MachinePlan, str, frozenset[str]]:
+    """The schema's machine plan, its hash and its score paths (once per schema and process)."""
+    if schema.hash not in _plans:
+        _plans[schema.hash] = (machine_plan(schema), machine_hash(schema), score_paths(schema))
+    return _plans[schema.hash]
+
+
+def _plan_for(schema: Schema) -> tuple[MachinePlan, str]:
+    plan, plan_hash, _ = _cached(schema)
+    return plan, plan_hash
+
+
+def _paths_for(schema: Schema) -> frozenset[str]:
+    return _cached(schema)[2]

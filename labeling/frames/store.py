@@ -1,0 +1,142 @@
+"""Storing a frame's checked records: inserts, updates, superseded predictions, indexes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Engine, bindparam, insert, select, update
+
+from db.bulk import bulk_insert
+from db.engine import RawJSON, write_connection
+from db.models import Prediction, Work, index_applies, utcnow
+
+if TYPE_CHECKING:
+    from labeling.frames.lines import Parsed
+
+UNVERSIONED = "unversioned"
+
+
+@dataclass
+class StoredCounts:
+    """What writing some batches did (counted into the summary once committed)."""
+
+    inserted: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+
+def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) -> None:
+    """Insert new works, update changed ones (keeping superseded predictions), count the rest."""
+    ids = [p.work_id for p in batch]
+    existing = {
+        row.id: row
+        for row in conn.execute(
+            select(Work.id, Work.record_hash, Work.model_version, Work.machine_hash)
+            .where(Work.id.in_(ids))
+        )
+    }
+    now = utcnow()
+    new_works: list[dict[str, Any]] = []
+    stale: list[dict[str, Any]] = []
+    for p in batch:
+        assert p.columns is not None and p.text is not None
+        old = existing.get(p.work_id)
+        if old is not None and old.record_hash == p.digest:
+            summary.unchanged += 1
+            if old.machine_hash != p.columns["machine_hash"]:  # imported under another schema
+                stale.append({"b_id": p.work_id, "machine": p.columns["machine"],
+                              "machine_hash": p.columns["machine_hash"]})  # fmt: skip
+            continue
+        cols = dict(p.columns, record=RawJSON(p.text), record_hash=p.digest, updated_at=now)
+        if old is None:
+            new_works.append(dict(cols, imported_at=now))
+            continue
+        if old.model_version != cols["model_version"]:
+            keep_superseded_prediction(conn, p.work_id, old.model_version, now)
+        # Machine and bibliographic columns only: status, answers and labels stay as they are.
+        conn.execute(update(Work).where(Work.id == p.work_id).values(**cols))
+        summary.updated += 1
+    if new_works:
+        bulk_insert(conn, Work.__table__, new_works)
+        summary.inserted += len(new_works)
+    if stale:
+        conn.execute(
+            update(Work).where(Work.id == bindparam("b_id"))
+            .values(machine=bindparam("machine"), machine_hash=bindparam("machine_hash")),
+            stale,
+        )  # fmt: skip
+
+
+def keep_superseded_prediction(
+    conn: Connection, work_id: str, version: str | None, now: Any
+) -> None:
+    """Copy the prediction being replaced into predictions, once per (work, version)."""
+    version = version or UNVERSIONED
+    record = conn.execute(select(Work.record).where(Work.id == work_id)).scalar_one()
+    already = conn.execute(
+        select(Prediction.id).where(
+            Prediction.work_id == work_id, Prediction.model_version == version
+        )
+    ).first()
+    if already is None:
+        conn.execute(
+            insert(Prediction).values(
+                work_id=work_id,
+                model_version=version,
+                prediction=record.get("prediction"),
+                machine_scores=record.get("machine_scores"),
+                imported_at=now,
+            )
+        )
+
+
+def work_indexes(dialect: str) -> list[Any]:
+    """The works table's secondary indexes that exist on a dialect."""
+    return sorted((i for i in Work.__table__.indexes if index_applies(i, dialect)),
+                  key=lambda i: i.name)  # fmt: skip
+
+
+def ensure_work_indexes(engine: Engine) -> None:
+    """Create any missing index of the works table (one a killed bulk load left dropped)."""
+    with write_connection(engine) as conn:
+        for index in work_indexes(conn.dialect.name):
+            index.create(conn, checkfirst=True)
+
+
+def defer_indexes(engine: Engine) -> list[Any]:
+    """Drop the works table's secondary indexes for a bulk load into an empty table.
+
+    Building an index once after the load is several times cheaper than updating nine
+    B-trees in random order for every row; the caller recreates them at the end (and
+    ensure_work_indexes does at the next start if this process is killed meanwhile).
+    """
+    with write_connection(engine) as conn:
+        if conn.execute(select(Work.id).limit(1)).first() is not None:
+            return []
+        indexes = work_indexes(conn.dialect.name)
+        for index in indexes:
+            index.drop(conn)
+    return indexes
+
+
+def prediction_history(conn: Connection, work_id: str) -> dict[str, dict[str, Any]]:
+    """Every model_version's machine output for a work, the current one included."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in conn.execute(
+        select(Prediction.model_version, Prediction.prediction, Prediction.machine_scores)
+        .where(Prediction.work_id == work_id)
+        .order_by(Prediction.id)
+    ):
+        out[row.model_version] = {
+            "prediction": row.prediction,
+            "machine_scores": row.machine_scores,
+        }
+    current = conn.execute(select(Work.record).where(Work.id == work_id)).scalar()
+    if current is not None:
+        version = (current.get("prediction") or {}).get("model_version") or UNVERSIONED
+        out[version] = {
+            "prediction": current.get("prediction"),
+            "machine_scores": current.get("machine_scores"),
+        }
+    return out

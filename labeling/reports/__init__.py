@@ -1,0 +1,1 @@
+"""Reports: the numbers and tables leads read on the Monitor page and from the CLI."""

@@ -1,0 +1,104 @@
+"""Reports for leads built from the database: agreement per campaign (or overall)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Engine, exists, literal_column, select
+from sqlalchemy.orm import aliased
+
+from db.engine import read_session
+from db.models import Label, User
+from labeling.review.campaigns import get_campaign
+from labeling.schema import Schema
+from labeling.stats.agreement import MIN_PAIR_N, agreement_report, question_specs
+
+_ABSENT = object()  # a question the answers do not hold
+
+
+def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
+                 questions: Sequence[str]) -> pd.DataFrame:
+    """(work id, annotator, answers) rows, in order, as the agreement report's long table.
+
+    Built question by question: the report reads each question's rows in this same order, so
+    the same rows give the same report (bootstrap draws included).
+    """
+    # numpy object arrays, never pandas strings: pandas would convert each column to Arrow
+    works = np.array([r[0] for r in rows], dtype=object)
+    annotators = np.array([r[1] for r in rows], dtype=object)
+    cols: dict[str, list[Any]] = {"work_id": [], "annotator": [], "question": [], "value": []}
+    for q in questions:
+        values = [r[2].get(q, _ABSENT) for r in rows]
+        has = np.fromiter((v is not _ABSENT for v in values), dtype=bool, count=len(values))
+        cols["work_id"].append(works[has])
+        cols["annotator"].append(annotators[has])
+        cols["question"].append(np.full(int(has.sum()), q, dtype=object))
+        # a Series of objects keeps each list as one element (numpy would broadcast them)
+        cols["value"].append(pd.Series(values, dtype=object).to_numpy()[has])
+    return pd.DataFrame({k: pd.Series(np.concatenate(v) if v else np.zeros(0, dtype=object),
+                                      dtype=object) for k, v in cols.items()})
+
+
+def answers_long(engine: Engine, campaign_id: int | None,
+                 questions: Sequence[str]) -> pd.DataFrame:
+    """Each annotator's current answers (skips left out) as long_answers, ordered by campaign,
+    work and annotator (multi-label values as lists)."""
+    newer = aliased(Label)
+    query = (
+        select(Label.campaign_id, Label.work_id, User.name, Label.answers)
+        .join(User, User.id == Label.user_id)
+        .where(Label.skipped.is_(False), ~exists(select(literal_column("1")).where(
+            newer.campaign_id == Label.campaign_id, newer.work_id == Label.work_id,
+            newer.user_id == Label.user_id, newer.version > Label.version)))
+    )
+    if campaign_id is not None:
+        query = query.where(Label.campaign_id == campaign_id)
+    with read_session(engine) as session:
+        rows = session.connection().execute(query).all()
+    # Sorted here, not by the database, so that every engine's collation gives one order.
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    return long_answers([(w, a, ans) for _, w, a, ans in rows], questions)
+
+
+def agreement_for(
+    engine: Engine,
+    schema: Schema,
+    campaign: str | int | None = None,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+    min_pair_n: int = MIN_PAIR_N,
+    labels: pd.DataFrame | None = None,
+) -> dict[str, Any]:
+    """The agreement report of one campaign's labels (or of every label when None).
+
+    Args:
+        engine: the database.
+        schema: the label schema (question kinds and label lists).
+        campaign: a campaign name or id; None pools every campaign.
+        n_boot: bootstrap replicates for the confidence intervals.
+        seed: bootstrap seed (same seed, same intervals).
+        min_pair_n: common works a pair of annotators needs for Cohen's kappa (>= 2); pairs
+            that share fewer are listed in the report's pairs_left_out.
+        labels: the campaign's long_answers when already read (the Monitor has them).
+    """
+    questions = list(schema.questions)
+    campaign_id = None
+    if campaign is not None:
+        info = get_campaign(engine, campaign)
+        campaign_id = info.id
+        if info.questions:
+            questions = [q for q in questions if q.name in info.questions]
+    report = agreement_report(
+        answers_long(engine, campaign_id, [q.name for q in questions]) if labels is None
+        else labels,
+        question_specs(questions),
+        n_boot=n_boot,
+        seed=seed,
+        min_pair_n=min_pair_n,
+    )
+    report["campaign"] = campaign
+    return report

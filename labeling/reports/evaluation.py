@@ -1,0 +1,211 @@
+"""Database glue for the lead's numbers: humans vs machines, and frame estimates.
+
+Loads validated works (and, for estimates, a probability-sample campaign's design and items)
+and calls the pure functions of ``labeling.stats.machines`` and ``labeling.stats.estimates``. The
+output is
+JSON-safe. For frame estimates, sampled works that are not validated yet (unlabelled, in
+review, disputed, skipped) are treated as missing at random within their stratum: the weights
+become N_h / (validated works of stratum h). The report shows the response per stratum so a
+lead can judge that assumption (disputed works are rarely missing at random).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine, select
+
+from db.engine import read_session
+from db.models import STATUS_VALIDATED, CampaignItem, Work
+from labeling.review.campaigns import CampaignInfo, get_campaign
+from labeling.review.validation import campaign_questions
+from labeling.schema import Question, Schema
+from labeling.stats.estimates import (
+    design_groups,
+    estimability,
+    precision_recall,
+    stratified_prevalence,
+)
+from labeling.stats.machine_arrays import MEMO, encode, layout
+from labeling.stats.machines import compare, human_value, systems
+
+ALL = "all"
+_CHUNK = 500  # ids per IN (...) query
+MISSING_AT_RANDOM = (
+    "sampled works not validated yet are assumed missing at random within their stratum"
+)
+
+
+def _campaign(engine: Engine, campaign: str | int | CampaignInfo) -> CampaignInfo:
+    """The CampaignInfo for a name, id or CampaignInfo."""
+    return campaign if isinstance(campaign, CampaignInfo) else get_campaign(engine, campaign)
+
+
+def encoded_records(engine: Engine, schema: Schema, ids: Sequence[str],
+                    hashes: Sequence[str]) -> np.ndarray:
+    """The works' records encoded under the schema (machine_arrays), read only when new.
+
+    Records change only on re-import, which changes their hash: the per-process memo keyed on
+    the hash reads and parses a record once.
+    """
+    missing = [w for w, h in zip(ids, hashes, strict=True) if not MEMO.has(schema, h)]
+    records: dict[str, Any] = {}
+    with read_session(engine) as session:
+        for i in range(0, len(missing), _CHUNK):
+            chunk = missing[i : i + _CHUNK]
+            records.update(session.execute(
+                select(Work.id, Work.record).where(Work.id.in_(chunk))).all())
+    return MEMO.matrix(schema, list(hashes), [records.get(w) for w in ids])
+
+
+@dataclass
+class Validated:
+    """Validated works in id order: their final answers and encoded records (one row each)."""
+
+    ids: list[str]
+    finals: list[dict[str, Any]]
+    matrix: np.ndarray
+
+    def position(self) -> dict[str, int]:
+        """Row of each work id."""
+        return {w: i for i, w in enumerate(self.ids)}
+
+
+def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> Validated:
+    """The validated works of a campaign (None: all), read once for machines and estimates.
+
+    Args:
+        engine: the database.
+        schema: the schema the records are encoded under.
+        campaign_id: the campaign whose queue holds the works; None = every validated work.
+    """
+    query = (select(Work.id, Work.record_hash, Work.final_answers)
+             .where(Work.status == STATUS_VALIDATED).order_by(Work.id))
+    if campaign_id is not None:
+        query = query.join(CampaignItem, CampaignItem.work_id == Work.id).where(
+            CampaignItem.campaign_id == campaign_id)
+    with read_session(engine) as session:
+        rows = session.execute(query).all()
+    matrix = encoded_records(engine, schema, [r[0] for r in rows], [r[1] for r in rows])
+    return Validated([r[0] for r in rows], [dict(r[2] or {}) for r in rows], matrix)
+
+
+def machine_report(
+    engine: Engine, schema: Schema, campaign: str | int | CampaignInfo | None = None,
+    *, validated: Validated | None = None,
+) -> dict[str, Any]:
+    """Every machine call and score against the validated human answers.
+
+    Args:
+        engine: the database.
+        schema: the label schema.
+        campaign: restrict to the works of this campaign (name, id or CampaignInfo) and its
+            questions; None = every validated work, every question.
+        validated: validated_works of the same campaign, when already read.
+    """
+    info = _campaign(engine, campaign) if campaign is not None else None
+    v = validated or validated_works(engine, schema, info.id if info else None)
+    questions = [q.name for q in campaign_questions(info, schema)] if info else None
+    report = compare(schema, [(f, None) for f in v.finals], questions, encoded=v.matrix)
+    report["campaign"] = info.name if info else None
+    return report
+
+
+def _population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int]]:
+    """N_h and sampled n_h per stratum from the campaign's recorded design."""
+    design = info.sample or {}
+    if design.get("strata"):
+        rows = design["strata"]
+        return ({r["stratum"]: int(r["N_h"]) for r in rows},
+                {r["stratum"]: int(r["n_h"]) for r in rows})
+    return {ALL: int(design.get("N", 0))}, {ALL: int(design.get("n", 0))}
+
+
+def _sample(engine: Engine, campaign_id: int) -> list[Any]:
+    """The drawn items (work id, stratum) in queue order (gold and added items have no
+    inclusion probability)."""
+    query = (select(CampaignItem.work_id, CampaignItem.stratum)
+             .where(CampaignItem.campaign_id == campaign_id,
+                    CampaignItem.inclusion_prob.is_not(None))
+             .order_by(CampaignItem.position))
+    with read_session(engine) as session:
+        return list(session.execute(query))
+
+
+def _question_estimates(
+    question: Question,
+    units: Sequence[tuple[str, Any]],
+    matrix: np.ndarray,
+    schema: Schema,
+    population: dict[str, int],
+) -> dict[str, Any]:
+    """Prevalence per label and each system's frame precision/recall for one question."""
+    strata = np.array([s for s, _ in units], dtype=object)
+    groups = design_groups(strata, list(population))
+    names = systems(question, schema.teachers)
+    arrays = encode(question, [h for _, h in units], matrix, layout(schema), names,
+                    schema.teachers)
+    out: dict[str, Any] = {"n": len(units), "labels": {}}
+    for j, lab in enumerate(arrays.labels):
+        y = arrays.human[:, j].astype(int)
+        prev = stratified_prevalence(y, strata, population, groups=groups)
+        entry: dict[str, Any] = {**prev.as_dict(), "systems": {}}
+        for name, source in names.items():
+            sa = arrays.systems[name]
+            keep = np.flatnonzero(sa.present)
+            r = sa.calls[keep, j].astype(int)
+            pr = precision_recall(y[keep], r, strata[keep], population, groups=groups[keep])
+            entry["systems"][name] = {"source": source, "n": len(keep),
+                                      **{k: v.as_dict() for k, v in pr.items()}}
+        out["labels"][lab] = entry
+    return out
+
+
+def frame_estimates(
+    engine: Engine, schema: Schema, campaign: str | int | CampaignInfo,
+    *, validated: Validated | None = None,
+) -> dict[str, Any]:
+    """Design-based prevalence of every label in the frame, and each system's precision/recall.
+
+    Args:
+        engine: the database.
+        schema: the label schema.
+        campaign: a probability-sample campaign (name, id or CampaignInfo); any other
+            campaign gets a plain refusal (estimable False and the reason).
+        validated: validated_works of the same campaign, when already read.
+    """
+    info = _campaign(engine, campaign)
+    head: dict[str, Any] = {"campaign": info.name, "campaign_id": info.id,
+                            "strategy": info.strategy}
+    verdict = estimability(info.is_probability_sample, info.strategy)
+    if not verdict.estimable:
+        return {**head, "estimable": False, "reason": verdict.reason, "questions": {}}
+    population, sampled = _population(info)
+    rows = _sample(engine, info.id)
+    v = validated or validated_works(engine, schema, info.id)
+    where = v.position()
+    chosen = [(r[1], where[r[0]]) for r in rows if r[0] in where and v.finals[where[r[0]]]]
+    matrix = v.matrix[[i for _, i in chosen]]
+    validated = [(s, v.finals[i]) for s, i in chosen]
+    per_stratum = {
+        s: {"stratum": s, "N": population[s], "sampled": sampled.get(s, 0), "validated": 0}
+        for s in population
+    }
+    strata = [s or ALL for s, _ in validated]
+    for s in strata:
+        per_stratum[s]["validated"] += 1
+    questions: dict[str, Any] = {}
+    for q in campaign_questions(info, schema):
+        humans = [human_value(q, f.get(q.name)) for _, f in validated]
+        rows_of = [i for i, h in enumerate(humans) if h is not None]
+        units = [(strata[i], humans[i]) for i in rows_of]
+        questions[q.name] = _question_estimates(q, units, matrix[rows_of], schema, population)
+    return {
+        **head, "estimable": True, "reason": None, "design": info.sample,
+        "population": sum(population.values()), "n_sampled": len(rows),
+        "n_validated": len(validated), "strata": list(per_stratum.values()),
+        "assumption": MISSING_AT_RANDOM, "questions": questions,
+    }

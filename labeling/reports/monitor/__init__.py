@@ -1,0 +1,1 @@
+"""The Monitor page's data, rules, sentences and charts (no Streamlit)."""

@@ -1,0 +1,235 @@
+"""The Monitor page in one call: the live top, the four questions, and the tables behind them.
+
+live_view is cheap (a few aggregate queries) and feeds the self-refreshing top of the page:
+how far are we, at what rate, and when done. statistics_view holds the heavy numbers (who needs
+attention, which questions are unreliable, how good the teachers are) and the tables and
+charts' data. Every table comes as numbers (for CSV) and as shown (intervals as text), or as
+one sentence when it is empty.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from db.models import utcnow
+from labeling.reports import monitoring as mon
+from labeling.reports.agreement import agreement_for
+from labeling.reports.evaluation import frame_estimates, machine_report, validated_works
+from labeling.reports.monitor import data as md
+from labeling.reports.monitor import summary as ms
+from labeling.reports.monitor import text as mt
+from labeling.reports.tables import (
+    agreement_table,
+    brier_table,
+    confusion_tables,
+    estimate_table,
+    machine_table,
+    pairs_table,
+    reliability_table,
+    with_ci,
+)
+from labeling.review.campaigns import CampaignInfo, campaign_progress, get_campaign
+from labeling.schema import Schema
+
+
+@dataclass
+class Table:
+    """A table as shown (intervals as text) and as downloaded (numbers), or its empty sentence."""
+
+    key: str
+    raw: pd.DataFrame
+    shown: pd.DataFrame
+    empty: str
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether there is nothing to show but the sentence."""
+        return self.raw.empty
+
+
+def table(key: str, raw: pd.DataFrame, empty: str, *cis: tuple[str, str, str, str]) -> Table:
+    """A Table whose shown copy writes each (name, est, lo, hi) as "est [lo, hi]"."""
+    shown = raw
+    if not raw.empty:
+        for name, est, lo, hi in cis:
+            shown = with_ci(shown, name, est, lo, hi)
+    return Table(key, raw, shown, empty)
+
+
+@dataclass
+class LiveView:
+    """The top of the page: counts, rate and ETA, the cumulative line."""
+
+    campaign: CampaignInfo
+    version: tuple[int, ...]
+    progress: dict[str, Any]
+    rate: dict[str, Any]
+    cumulative: pd.DataFrame
+    sentences: dict[str, str]
+
+
+@dataclass
+class Statistics:
+    """The heavy part: the three other questions and every table and chart's data."""
+
+    sentences: dict[str, str]
+    tables: dict[str, Table] = field(default_factory=dict)
+    annotators: pd.DataFrame | None = None
+    drift: pd.DataFrame | None = None
+    pairs: pd.DataFrame | None = None
+    reliability_bins: pd.DataFrame | None = None
+    confusion: dict[tuple[str, str], pd.DataFrame] = field(default_factory=dict)
+    estimates: dict[str, Any] | None = None
+
+
+def live_view(engine: Engine, campaign_id: int, now: datetime | None = None) -> LiveView:
+    """Progress counts, labels per hour, ETA and the cumulative line of one campaign.
+
+    Args:
+        engine: the database.
+        campaign_id: the campaign.
+        now: the clock (default now).
+    """
+    info = get_campaign(engine, campaign_id)
+    version = md.data_version(engine, campaign_id)
+    p = campaign_progress(engine, campaign_id, now=now)
+    remaining, started = md.remaining_labels(engine, info)
+    clock = now or utcnow()
+    span = md.label_span(engine, campaign_id, clock - ms.RATE_WINDOW)
+    rate = ms.rate_and_eta(span["first_counted"], span["counted"], span["recent"], remaining,
+                           clock)
+    # Count per minute only when the chart's bins are minutes: months of labels per day.
+    act = md.activity(engine, campaign_id, ms.sql_grain(span["first"], span["last"]))
+    progress = {**p, "started": started, "overlap": info.overlap}
+    sentences = {"progress": mt.progress_sentence(progress), "rate": mt.rate_sentence(rate)}
+    return LiveView(info, version, progress, rate, ms.cumulative_progress(act), sentences)
+
+
+def _annotators(rows: pd.DataFrame, matches: pd.DataFrame) -> pd.DataFrame:
+    """Per annotator: volume, throughput, agreement, gold accuracy, median time with interval."""
+    base = mon.annotator_table(rows, {}, matches=matches)
+    if base.empty:
+        return base
+    times = rows[["annotator"]].assign(seconds=rows["time_on_item_ms"] / 1000).dropna()
+    speed = ms.annotator_speed(times).drop(columns=["time_n"])
+    out = base.drop(columns=["median_seconds"]).merge(speed, on="annotator", how="left")
+    out.insert(out.columns.get_loc("labels"), "submitted", out["labels"] + out["skips"])
+    return out
+
+
+def _annotator_tables(rows: pd.DataFrame, n_validated: int) -> tuple[dict[str, Table], Any]:
+    """The annotator, attention, per-question agreement, drift and reasons tables."""
+    matches = md.matches_of(rows)
+    stats = _annotators(rows, matches)
+    none_validated = f"No validated works with labels yet ({n_validated} validated)."
+    tables = {
+        "annotators": table(
+            "annotators", stats, "No labels yet.",
+            ("agreement [95% CI]", "agree", "agree_lo", "agree_hi"),
+            ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi"),
+            ("median s [95% CI]", "median_seconds", "median_lo", "median_hi")),
+        "attention": table("attention", ms.attention(stats) if not stats.empty else
+                           pd.DataFrame(), mt.attention_sentence(stats, n_validated)),
+        "per_question": table(
+            "agreement_by_annotator_and_question",
+            mon.agreement_by(matches[~matches["gold_item"].astype(bool)],
+                             ["annotator", "question"]),
+            none_validated, ("agreement [95% CI]", "share", "lo", "hi")),
+        "reasons": table("skip_and_flag_reasons", mon.reasons_table(rows), "No skips or flags."),
+    }
+    drift = mon.drift_table(matches, "W")
+    tables["drift"] = table("drift_by_week", drift, none_validated,
+                            ("agreement [95% CI]", "share", "lo", "hi"))
+    return tables, (stats, drift)
+
+
+class _Clock:
+    """Calls a step and adds its seconds to a dict (or just calls it)."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        """Record into timings when given."""
+        self.timings = timings
+
+    def __call__(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """fn(*args, **kwargs), timed under name."""
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if self.timings is not None:
+                self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
+
+
+def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo,
+               timings: dict[str, float] | None = None) -> Statistics:
+    """Who needs attention, which questions are unreliable, how good the teachers are, and more.
+
+    Args:
+        engine: the database.
+        schema: the label schema.
+        campaign: the campaign.
+        timings: filled with the seconds of each step when given (bench/monitor.py).
+    """
+    clock = _Clock(timings)
+    rows = clock("label rows", md.label_rows, engine, schema, campaign)
+    # Read once, used twice: the validated works for machines and for estimates.
+    validated = clock("validated works", validated_works, engine, schema, campaign.id)
+    machines = clock("humans vs machines", machine_report, engine, schema, campaign,
+                     validated=validated)
+    n_validated = int(machines["n_works"])
+    tables, (stats, drift) = clock("annotator tables", _annotator_tables, rows, n_validated)
+    long = clock("agreement", md.agreement_labels, rows)
+    agreement = clock("agreement", agreement_for, engine, schema, campaign.id, labels=long)
+    rows_agree = agreement_table(agreement)
+    rows_agree = rows_agree[rows_agree["n_labels"].fillna(0) > 0].reset_index(drop=True)
+    no_labels = "No labels yet: there is no agreement to measure."
+    tables["reliability"] = table(
+        "question_reliability", ms.question_reliability(rows_agree), no_labels,
+        ("alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi"))
+    tables["agreement"] = table(
+        "agreement", rows_agree, no_labels, ("alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi"),
+        ("fleiss kappa [95% CI]", "fleiss_kappa", "kappa_lo", "kappa_hi"))
+    pairs = pairs_table(agreement)
+    tables["pairs"] = table("pairs", pairs, mt.pairs_sentence(agreement))
+    no_valid = mt.no_validated_sentence(n_validated, campaign.n_items)
+    machine_rows = machine_table(machines) if n_validated else pd.DataFrame()
+    cis = (("precision [95% CI]", "precision", "precision_lo", "precision_hi"),
+           ("recall [95% CI]", "recall", "recall_lo", "recall_hi"))
+    # At a glance: each teacher's precision and recall per label, with their n only.
+    teachers = (machine_rows.loc[machine_rows["system"].isin(schema.teachers),
+                                 ["question", "label", "system", "precision", "precision_lo",
+                                  "precision_hi", "precision_n", "recall", "recall_lo",
+                                  "recall_hi", "recall_n"]]
+                if n_validated else machine_rows)
+    tables["teachers"] = table("teachers", teachers.reset_index(drop=True), no_valid, *cis)
+    tables["machines"] = table("humans_vs_machines", machine_rows, no_valid, *cis)
+    tables["brier"] = table("brier", brier_table(machines) if n_validated else pd.DataFrame(),
+                            no_valid)
+    estimates = clock("estimates", frame_estimates, engine, schema, campaign,
+                      validated=validated)
+    tables["estimates"] = table(
+        "frame_estimates", estimate_table(estimates), mt.estimates_sentence(estimates),
+        ("prevalence [95% CI]", "prevalence", "lo", "hi"))
+    tables["strata"] = table("strata", pd.DataFrame(estimates.get("strata") or []), "")
+    sentences = {
+        "attention": tables["attention"].empty, "reliability": mt.reliability_sentence(
+            tables["reliability"].raw), "teachers": mt.teachers_sentence(n_validated,
+                                                                         campaign.n_items),
+        "estimates": mt.estimates_sentence(estimates),
+    }
+    return Statistics(sentences, tables, stats, drift, pairs,
+                      reliability_table(machines) if n_validated else pd.DataFrame(),
+                      confusion_tables(machines) if n_validated else {}, estimates)
+
+
+def monitor_view(engine: Engine, schema: Schema, campaign_id: int,
+                 now: datetime | None = None) -> tuple[LiveView, Statistics]:
+    """Everything the Monitor page shows for one campaign (live top and statistics)."""
+    live = live_view(engine, campaign_id, now)
+    return live, statistics(engine, schema, live.campaign)

@@ -1,0 +1,175 @@
+"""The adjudicate page's server side: the dispute shown, and the one function applying an action.
+
+The browser handles the keys (options, J/K, the reason) and sends one action at a time. A
+question without a majority starts empty ("no majority"): an adjudication leaving one so is
+refused with a message, never stored as "no category".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+
+from labeling.abstracts.cache import AbstractState
+from labeling.review import disputes
+from labeling.review.campaigns import CampaignInfo, list_campaigns
+from labeling.review.flow import abstract_of
+from labeling.review.validation import AnswerError, ValidationError, adjudicate, campaign_questions
+from labeling.schema import Question, Schema
+
+NO_MAJORITY = "no majority"  # the one wording, in the table and in the form
+ACTIONS = ("adjudicate", "move", "campaign")
+
+
+@dataclass
+class DisputeScreen:
+    """One lead's adjudicate page in one browser session."""
+
+    user_id: int
+    campaign: int = 0  # 0: every campaign
+    index: int = 0
+    campaigns: list[CampaignInfo] = field(default_factory=list)
+    queue: list[disputes.DisputeView] = field(default_factory=list)
+    view: disputes.DisputeView | None = None
+    questions: list[Question] = field(default_factory=list)
+    abstract: AbstractState | None = None
+    message: tuple[str, str] | None = None  # (kind, text) for the next render only
+    ack: str | None = None
+    ack_ok: bool = True
+
+
+def majority_prefill(
+    answers: Iterable[Mapping[str, Any]], questions: Sequence[Question]
+) -> dict[str, Any]:
+    """Where the form starts: the majority answer per question, None where there is none.
+
+    A multi-label answer is the labels a strict majority chose; when no label has one, it is
+    "none" only if a strict majority answered none, else None (no majority).
+
+    Args:
+        answers: one answers dict per annotator.
+        questions: the form's questions.
+    """
+    answers = list(answers)
+    base = disputes.majority_answers(answers, questions)
+    for q in questions:
+        if q.kind != "multi" or base[q.name]:
+            continue
+        given = [a[q.name] for a in answers if a.get(q.name) is not None]
+        empty = sum(1 for v in given if not v)
+        base[q.name] = [] if given and 2 * empty > len(given) else None
+    return base
+
+
+def side_by_side(view: disputes.DisputeView, questions: Sequence[Question]) -> list[dict]:
+    """Per question: each annotator's answer, whether they differ, and the majority (text)."""
+    names = [q.name for q in questions]
+    differ = set(disputes.disagreeing(view.answers, names))
+    majority = majority_prefill(view.answers.values(), questions)
+    return [
+        {"question": q.name, "disagree": q.name in differ,
+         "answers": [disputes.fmt_answer(view.answers[who].get(q.name)) for who in view.answers],
+         "majority": NO_MAJORITY if majority[q.name] is None
+         else disputes.fmt_answer(majority[q.name])}
+        for q in questions
+    ]
+
+
+def _questions(screen: DisputeScreen, view: disputes.DisputeView, schema: Schema) -> list:
+    camp = next((c for c in screen.campaigns if c.id == view.campaign_id), None)
+    return campaign_questions(camp, schema) if camp else list(schema.questions)
+
+
+def _load(engine: Engine, screen: DisputeScreen, schema: Schema) -> DisputeScreen:
+    screen.campaigns = list_campaigns(engine)
+    if screen.campaign not in {0, *(c.id for c in screen.campaigns)}:
+        screen.campaign, screen.index = 0, 0
+    screen.queue = disputes.disputed_works(engine, screen.campaign or None)
+    screen.index = min(screen.index, max(len(screen.queue) - 1, 0))
+    screen.view = screen.queue[screen.index] if screen.queue else None
+    screen.questions = _questions(screen, screen.view, schema) if screen.view else []
+    screen.abstract = abstract_of(engine, screen.view.work_id) if screen.view else None
+    return screen
+
+
+def _text(payload: Mapping[str, Any], name: str) -> str:
+    value = payload.get(name)
+    if not isinstance(value, str):
+        raise ValueError(f"the action's {name!r} must be text")
+    return value
+
+
+def _adjudicate(engine: Engine, screen: DisputeScreen, payload: Mapping[str, Any],
+                schema: Schema) -> bool:
+    view = screen.view
+    work_id = _text(payload, "work_id")
+    if view is None or work_id != view.work_id:
+        screen.message = ("warning", f"{work_id} is no longer the dispute shown (settled or "
+                          "reopened meanwhile): nothing was recorded.")
+        return False
+    raw = payload.get("answers")
+    if not isinstance(raw, Mapping):
+        raise ValueError("the action's 'answers' must be an object")
+    questions = _questions(screen, view, schema)
+    open_ = [q.name for q in questions if raw.get(q.name) is None]
+    if open_:
+        screen.message = ("error", f"{NO_MAJORITY.capitalize()} on {', '.join(open_)}: choose "
+                          "an answer first. Nothing was recorded.")
+        return False
+    reason = _text(payload, "reason").strip()
+    if not reason:
+        screen.message = ("error", "A reason is required to adjudicate.")
+        return False
+    answers = {q.name: raw[q.name] for q in questions}
+    try:
+        adjudicate(engine, view.work_id, answers, reason, screen.user_id, view.campaign_id,
+                   schema=schema)
+    except (AnswerError, ValidationError) as exc:
+        screen.message = ("error", f"Not adjudicated: {exc}")
+        return False
+    screen.message = ("success", f"{view.work_id} validated by adjudication.")
+    return True
+
+
+def apply_dispute_action(
+    engine: Engine, screen: DisputeScreen, payload: Any, *, schema: Schema
+) -> DisputeScreen:
+    """Apply one browser action (None: none sent), then load the dispute to show.
+
+    Args:
+        engine: the database.
+        screen: the page's state (changed in place and returned).
+        payload: the component's trigger value.
+        schema: the label schema.
+    """
+    if payload is None:
+        return _load(engine, screen, schema)
+    _load(engine, screen, schema)
+    action_id = payload.get("id") if isinstance(payload, Mapping) else None
+    if isinstance(action_id, str) and action_id == screen.ack:
+        return screen  # sent twice: applied once already
+    screen.ack, screen.message = action_id if isinstance(action_id, str) else None, None
+    try:
+        if not isinstance(payload, Mapping) or payload.get("type") not in ACTIONS:
+            raise ValueError(f"unknown action {payload!r:.80}")
+        kind = payload["type"]
+        if kind == "move":
+            step = payload.get("step")
+            if step not in (-1, 1):
+                raise ValueError("'step' must be 1 or -1")
+            screen.index = (screen.index + step) % max(len(screen.queue), 1)
+            screen.ack_ok = True
+        elif kind == "campaign":
+            cid = payload.get("campaign_id")
+            if isinstance(cid, bool) or not isinstance(cid, int):
+                raise ValueError("the campaign action needs a whole-number 'campaign_id'")
+            screen.campaign, screen.index, screen.ack_ok = cid, 0, True
+        else:
+            screen.ack_ok = _adjudicate(engine, screen, payload, schema)
+    except ValueError as exc:
+        screen.message = ("error", f"The page sent an action the server cannot use: {exc}.")
+        screen.ack_ok = False
+    return _load(engine, screen, schema)

@@ -1,0 +1,278 @@
+"""Disputed works side by side for a lead, majority prefills, and gold marking."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import Engine, func, select, update
+
+from db.engine import read_session, write_session
+from db.models import (
+    STATUS_DISPUTED,
+    STATUS_VALIDATED,
+    CampaignItem,
+    Label,
+    User,
+    Work,
+    utcnow,
+)
+from labeling.inputs import shown, storable
+from labeling.review.validation import LEAD_ROLES, ValidationError
+from labeling.schema import Question
+
+NO_ANSWER = "—"
+
+
+@dataclass(frozen=True)
+class DisputeView:
+    """One disputed work: every annotator's current answers side by side (leads only)."""
+
+    work_id: str
+    campaign_id: int | None
+    title: str
+    record: dict[str, Any]
+    annotators: tuple[str, ...]
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # annotator -> answers
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def n_labels(self) -> int:
+        """How many annotators' non-skipped answers the dispute rests on."""
+        return len(self.answers)
+
+
+def _key(value: Any) -> Any:
+    """A comparable form of an answer (lists become frozensets)."""
+    return frozenset(value) if isinstance(value, list | tuple | set | frozenset) else value
+
+
+def fmt_answer(value: Any) -> str:
+    """One answer as text: a label, yes/no, labels joined by ", " or "none"; dash if missing."""
+    if value is None:
+        return NO_ANSWER
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(str(v) for v in value) if value else "none"
+    return str(value)
+
+
+def disagreeing(answers: Mapping[str, Mapping[str, Any]], questions: Sequence[str]) -> list[str]:
+    """Questions on which the given annotators' answers are not all equal.
+
+    Args:
+        answers: annotator -> {question: value}.
+        questions: question names, in display order.
+    """
+    out = []
+    for q in questions:
+        values = {_key(a.get(q)) for a in answers.values() if a.get(q) is not None}
+        if len(values) > 1:
+            out.append(q)
+    return out
+
+
+def majority_answers(
+    answers: Iterable[Mapping[str, Any]], questions: Sequence[Question]
+) -> dict[str, Any]:
+    """The prefill of an adjudication form: the strict majority per question.
+
+    Args:
+        answers: one answers dict per annotator.
+        questions: the schema questions of the form.
+
+    Returns:
+        {question: value}; single/binary questions without a strict majority get None,
+        multi questions get every label chosen by a strict majority (schema order).
+    """
+    answers = list(answers)
+    out: dict[str, Any] = {}
+    for q in questions:
+        values = [a[q.name] for a in answers if a.get(q.name) is not None]
+        if q.kind == "multi":
+            counts = Counter(lab for v in values for lab in v)
+            out[q.name] = [lab for lab in q.labels if 2 * counts[lab] > len(values)]
+            continue
+        top = Counter(values).most_common(1)
+        out[q.name] = top[0][0] if top and 2 * top[0][1] > len(values) else None
+    return out
+
+
+def unanswered(answers: Mapping[str, Any], questions: Sequence[Question]) -> list[str]:
+    """Single and binary questions left without an answer (an empty multi answer is "none").
+
+    Args:
+        answers: {question: value} from the form.
+        questions: the form's questions.
+    """
+    return [q.name for q in questions if q.kind != "multi" and answers.get(q.name) is None]
+
+
+def dispute_table(view: DisputeView, questions: Sequence[Question]) -> pd.DataFrame:
+    """Questions as rows, annotators as columns, plus whether they disagree and the majority.
+
+    Args:
+        view: the disputed work.
+        questions: the questions to show (schema order).
+    """
+    names = [q.name for q in questions]
+    differ = set(disagreeing(view.answers, names))
+    majority = majority_answers(view.answers.values(), questions)
+    rows = []
+    for q in questions:
+        row: dict[str, Any] = {"question": q.name}
+        for who in view.answers:
+            row[who] = fmt_answer(view.answers[who].get(q.name))
+        row["disagree"] = q.name in differ
+        row["majority"] = fmt_answer(majority[q.name]) if majority[q.name] is not None else (
+            "no majority")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["question", *view.answers, "disagree", "majority"])
+
+
+def _latest_labels(campaign_id: int | None, work_ids: Sequence[str]) -> Any:
+    """Each annotator's latest label version on the given works (in one campaign or any)."""
+    latest = select(
+        Label.campaign_id, Label.work_id, Label.user_id, func.max(Label.version).label("v")
+    ).where(Label.work_id.in_(work_ids))
+    if campaign_id is not None:
+        latest = latest.where(Label.campaign_id == campaign_id)
+    sub = latest.group_by(Label.campaign_id, Label.work_id, Label.user_id).subquery()
+    return (
+        select(Label.campaign_id, Label.work_id, User.name, Label.answers, Label.skipped,
+               Label.id)
+        .join(sub, (Label.campaign_id == sub.c.campaign_id) & (Label.work_id == sub.c.work_id)
+              & (Label.user_id == sub.c.user_id) & (Label.version == sub.c.v))
+        .join(User, User.id == Label.user_id)
+        .order_by(Label.work_id, Label.id)
+    )
+
+
+def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeView]:
+    """Every disputed work with each annotator's current answers (names: for leads only).
+
+    Args:
+        engine: the database.
+        campaign: a campaign id (its works with labels in it, and those labels only); None =
+            every campaign, each work shown with the labels of the campaign it was last
+            labelled in.
+    """
+    query = select(Work.id, Work.title, Work.record).where(Work.status == STATUS_DISPUTED)
+    if campaign is not None:
+        query = query.join(CampaignItem, CampaignItem.work_id == Work.id).where(
+            CampaignItem.campaign_id == campaign)
+    with read_session(engine) as session:
+        works = session.execute(query.order_by(Work.id)).all()
+        labels: list[Any] = []
+        ids = [w.id for w in works]
+        for i in range(0, len(ids), 500):
+            labels += session.execute(_latest_labels(campaign, ids[i : i + 500])).all()
+    last_campaign: dict[str, int] = {}
+    for row in labels:  # ordered by label id: the last one wins
+        last_campaign[row.work_id] = row.campaign_id
+    grouped: dict[str, list[Any]] = {}
+    for row in labels:
+        if row.campaign_id == last_campaign[row.work_id]:
+            grouped.setdefault(row.work_id, []).append(row)
+    out = []
+    for w in works:
+        rows = grouped.get(w.id, [])
+        if campaign is not None and not rows:
+            continue  # queued here too, but disputed on another campaign's labels
+        out.append(DisputeView(
+            work_id=w.id, campaign_id=last_campaign.get(w.id, campaign),
+            title=w.title or "(no title)", record=dict(w.record or {}),
+            annotators=tuple(r.name for r in rows),
+            answers={r.name: dict(r.answers) for r in rows if not r.skipped},
+            skipped=tuple(r.name for r in rows if r.skipped),
+        ))
+    return out
+
+
+def validated_works(engine: Engine, campaign: int | None = None, limit: int = 200) -> pd.DataFrame:
+    """The most recently changed validated works, with how they were validated and gold flag.
+
+    Args:
+        engine: the database.
+        campaign: only works queued in this campaign (None = all).
+        limit: at most this many rows.
+    """
+    query = select(Work.id, Work.title, Work.validated_via, Work.is_gold, Work.updated_at).where(
+        Work.status == STATUS_VALIDATED)
+    if campaign is not None:
+        query = query.join(CampaignItem, CampaignItem.work_id == Work.id).where(
+            CampaignItem.campaign_id == campaign)
+    with read_session(engine) as session:
+        rows = session.execute(query.order_by(Work.updated_at.desc(), Work.id).limit(limit)).all()
+    return pd.DataFrame(rows, columns=["work_id", "title", "validated_via", "is_gold",
+                                       "updated_at"])
+
+
+def work_status(engine: Engine, work_id: str) -> str | None:
+    """A work's status, or None when there is no such work.
+
+    Args:
+        engine: the database.
+        work_id: the work.
+    """
+    if not storable(work_id):  # e.g. a NUL: no work has such an id (PostgreSQL refuses it)
+        return None
+    with read_session(engine) as session:
+        return session.execute(select(Work.status).where(Work.id == work_id)).scalar()
+
+
+def parse_work_ids(text: str) -> list[str]:
+    """Work ids typed by a lead (commas, spaces or new lines between them), deduplicated."""
+    parts = text.replace(",", " ").replace(";", " ").split()
+    return list(dict.fromkeys(p.strip().upper() for p in parts if p.strip()))
+
+
+def _set_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int, gold: bool) -> int:
+    """Mark or unmark works as gold in one transaction; how many changed."""
+    ids = list(dict.fromkeys(work_ids))
+    if not ids:
+        return 0
+    with write_session(engine) as session:
+        lead = session.get(User, lead_user_id)
+        if lead is None or lead.role not in LEAD_ROLES:
+            raise ValidationError("only leads can mark or unmark gold works")
+        found = dict(session.execute(
+            select(Work.id, Work.status).where(Work.id.in_([w for w in ids if storable(w)]))
+        ).all())
+        unknown = [w for w in ids if w not in found]
+        if unknown:
+            raise ValidationError(f"unknown work {', '.join(shown(w) for w in unknown)}")
+        if gold:
+            open_ = [w for w in ids if found[w] != STATUS_VALIDATED]
+            if open_:
+                raise ValidationError(
+                    f"only validated works can become gold; not validated: {', '.join(open_)}")
+        result = session.execute(
+            update(Work).where(Work.id.in_(ids), Work.is_gold != gold)
+            .values(is_gold=gold, updated_at=utcnow())
+        )
+        return int(result.rowcount or 0)
+
+
+def mark_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int) -> int:
+    """Make validated works gold checks (all or none, one transaction); returns how many changed.
+
+    Args:
+        engine: the database.
+        work_ids: the works; every one must exist and be validated.
+        lead_user_id: the lead (or admin) doing it.
+    """
+    return _set_gold(engine, work_ids, lead_user_id, True)
+
+
+def unmark_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int) -> int:
+    """Stop using works as gold checks (one transaction); returns how many changed.
+
+    Args:
+        engine: the database.
+        work_ids: the works; every one must exist.
+        lead_user_id: the lead (or admin) doing it.
+    """
+    return _set_gold(engine, work_ids, lead_user_id, False)

@@ -1,0 +1,1 @@
+"""Statistics: agreement coefficients, design-based estimates, humans against machines."""
