@@ -10,9 +10,9 @@ import streamlit as st
 from labeling.auth import access, sso
 from labeling.auth.login_sessions import create_session, end_session, purge_sessions, resume_session
 from labeling.auth.users import AuthError, UserInfo, authenticate
-from labeling.review.card import escape_markdown as esc
 from labeling.settings import Settings, get_settings
 from pages._guard import current_user, engine
+from pages._ui import escape_markdown as esc
 from ui.components import session_cookie
 
 # An emoji favicon is drawn from a data: URL; a :material/...: one is fetched from a Google

@@ -7,6 +7,7 @@ import threading
 from sqlalchemy import Engine
 
 from db.engine import make_engine, upgrade
+from db.indexes import ensure_work_indexes
 from labeling.settings import Settings, get_settings
 
 _engines: dict[str, Engine] = {}
@@ -27,8 +28,6 @@ def get_engine(url: str | None = None, *, settings: Settings | None = None) -> E
 
 def init_db(url: str | None = None, *, settings: Settings | None = None) -> Engine:
     """Apply all migrations and return the engine (safe to call on every start)."""
-    from labeling.frames.store import ensure_work_indexes
-
     engine = get_engine(url, settings=settings)
     upgrade(engine)
     ensure_work_indexes(engine)

@@ -7,9 +7,9 @@ import streamlit as st
 from db.models import STATUS_VALIDATED
 from labeling.review import disputes
 from labeling.review.adjudication import DisputeScreen, apply_dispute_action
-from labeling.review.card import escape_markdown as esc
 from labeling.review.validation import ValidationError, reopen
 from pages._guard import engine, require, schema
+from pages._ui import escape_markdown as esc
 from ui.components import adjudicate_form
 
 user = require("adjudicate")

@@ -7,9 +7,9 @@ import streamlit as st
 from labeling.auth import access, sso, sso_mappings
 from labeling.auth.users import UserError, add_user, list_users, set_active, set_role
 from labeling.frames.upload import import_uploaded_frame, outcomes
-from labeling.review.card import escape_markdown as esc
 from labeling.settings import get_settings
 from pages._guard import current_user, engine, require, schema
+from pages._ui import escape_markdown as esc
 
 user = require("admin")
 ROLES = ["annotator", "lead", "exporter", "admin"]

@@ -16,10 +16,10 @@ from labeling.review.campaigns import (
     list_campaigns,
     set_active,
 )
-from labeling.review.card import escape_markdown as esc
 from labeling.review.sampling import ALLOCATIONS
 from labeling.review.validation import RULES
 from pages._guard import engine, require, schema
+from pages._ui import escape_markdown as esc
 
 user = require("campaigns")
 S = st.session_state

@@ -12,9 +12,9 @@ from labeling.reports.monitor.data import data_version
 from labeling.reports.monitor.text import fmt_hours
 from labeling.reports.monitor.view import LiveView, Statistics, Table, live_view, statistics
 from labeling.review.campaigns import get_campaign, list_campaigns
-from labeling.review.card import escape_markdown as esc
 from labeling.settings import get_settings
 from pages._guard import engine, require, schema
+from pages._ui import escape_markdown as esc
 
 user = require("monitor")
 S = st.session_state

@@ -15,13 +15,13 @@ from labeling.review.card import (
     UNKNOWN,
     build_card,
     doi_link,
-    escape_markdown,
     fmt_score,
     openalex_link,
-    score_table_markdown,
 )
 from labeling.review.flow import Draft, option_key, question_keys
 from labeling.schema import Schema
+from pages._ui import escape_markdown
+from ui.components.card_data import score_table
 
 
 def _q(card: Any, name: str) -> Any:
@@ -82,8 +82,7 @@ def test_multi_label_disagreement_is_marked(seed_record: dict, schema: Schema) -
     assert not row.consensus
     assert cats.agreement == DISAGREE
     assert cats.calls == ("Bibliometrics", "none")
-    table = score_table_markdown(cats)
-    assert "| Bibliometrics | **0.910** ✔ | 0.001 | ✔ |  | ⚠ split |" in table
+    assert ["Bibliometrics", "0.910 ✔", "0.001", "✔", "", "⚠ split"] in score_table(cats)["rows"]
 
 
 def test_binary_questions(seed_record: dict, schema: Schema) -> None:
@@ -108,7 +107,7 @@ def test_single_choice_calls_and_the_seed_inconsistency(seed_record: dict, schem
     # genre_gemma is "empirical" but Gemma's highest genre score is "methods": reported.
     assert genre.notes == ("Gemma's call (empirical) is not its highest score (methods 0.531)",)
     assert {r.label: r.top for r in genre.rows}["methods"] == (True, True)
-    assert "0.531 ▲" in score_table_markdown(genre)
+    assert any("0.531 ▲" in row for row in score_table(genre)["rows"])
     domain = _q(card, "domain")
     assert domain.calls == ("no call", "no call") and domain.agreement == UNKNOWN
     assert card.disagreements == ("study_design", "genre")
@@ -128,7 +127,7 @@ def test_a_bare_record_gives_a_card_with_dashes(schema: Schema) -> None:
     for qs in card.questions:
         assert qs.agreement == UNKNOWN
         assert all(s is None for row in qs.rows for s in row.scores)
-    assert "| — | — |" in score_table_markdown(card.questions[0])
+    assert all(row[1:3] == ["—", "—"] for row in score_table(card.questions[0])["rows"])
 
 
 def test_wrong_types_never_crash(seed_record: dict, schema: Schema) -> None:

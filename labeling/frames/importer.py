@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Engine
 from tqdm import tqdm
 
 from db.engine import write_connection
+from db.indexes import defer_indexes, ensure_work_indexes
 from labeling.frames.import_runs import describe_error, finish_run, start_run
 from labeling.frames.lines import (
     FrameReadError,
@@ -35,7 +36,7 @@ from labeling.frames.lines import (
     parse_chunk,
     parse_chunk_in_worker,
 )
-from labeling.frames.store import StoredCounts, defer_indexes, ensure_work_indexes, write_batch
+from labeling.frames.store import StoredCounts, write_batch
 from labeling.schema import Schema
 
 __all__ = ["FrameReadError", "ImportFailed", "ImportSummary", "Problem", "import_frame"]

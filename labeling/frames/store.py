@@ -1,15 +1,15 @@
-"""Storing a frame's checked records: inserts, updates, superseded predictions, indexes."""
+"""Storing a frame's checked records: inserts, updates, superseded predictions."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from db.bulk import bulk_insert
-from db.engine import RawJSON, write_connection
-from db.models import Prediction, Work, index_applies, utcnow
+from db.engine import RawJSON
+from db.models import Prediction, Work, utcnow
 
 if TYPE_CHECKING:
     from labeling.frames.lines import Parsed
@@ -89,35 +89,6 @@ def keep_superseded_prediction(
                 imported_at=now,
             )
         )
-
-
-def work_indexes(dialect: str) -> list[Any]:
-    """The works table's secondary indexes that exist on a dialect."""
-    return sorted((i for i in Work.__table__.indexes if index_applies(i, dialect)),
-                  key=lambda i: i.name)  # fmt: skip
-
-
-def ensure_work_indexes(engine: Engine) -> None:
-    """Create any missing index of the works table (one a killed bulk load left dropped)."""
-    with write_connection(engine) as conn:
-        for index in work_indexes(conn.dialect.name):
-            index.create(conn, checkfirst=True)
-
-
-def defer_indexes(engine: Engine) -> list[Any]:
-    """Drop the works table's secondary indexes for a bulk load into an empty table.
-
-    Building an index once after the load is several times cheaper than updating nine
-    B-trees in random order for every row; the caller recreates them at the end (and
-    ensure_work_indexes does at the next start if this process is killed meanwhile).
-    """
-    with write_connection(engine) as conn:
-        if conn.execute(select(Work.id).limit(1)).first() is not None:
-            return []
-        indexes = work_indexes(conn.dialect.name)
-        for index in indexes:
-            index.drop(conn)
-    return indexes
 
 
 def prediction_history(conn: Connection, work_id: str) -> dict[str, dict[str, Any]]:

@@ -25,7 +25,6 @@ PREDICTION_NOTICE = (
 AGREE, DISAGREE, UNKNOWN = "agree", "disagree", "unknown"
 _WORK_ID = re.compile(r"^(?:https?://openalex\.org/)?(W\d+)$", re.IGNORECASE | re.ASCII)
 _DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:)", re.IGNORECASE)
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&\"'=^@%])")
 
 
 @dataclass(frozen=True)
@@ -138,13 +137,6 @@ class WorkCard:
     def disagreements(self) -> tuple[str, ...]:
         """Names of the questions on which the teachers' calls differ."""
         return tuple(q.name for q in self.questions if q.agreement == DISAGREE)
-
-
-def escape_markdown(text: Any) -> str:
-    """Text that Markdown renders literally: punctuation escaped, newlines kept as spaces."""
-    s = "" if text is None else str(text)
-    s = s.replace("\r", " ").replace("\n", " ")
-    return _MD_SPECIAL.sub(r"\\\1", s)
 
 
 def fmt_score(value: float | None) -> str:
@@ -391,26 +383,3 @@ def build_card(
         machine=_machine(record),
     )
 
-
-def _cell(score: float | None, called: bool, top: bool) -> str:
-    text = fmt_score(score)
-    return f"**{text}** ✔" if called else (f"{text} ▲" if top else text)
-
-
-def score_table_markdown(qs: QuestionScores) -> str:
-    """A GitHub-flavoured Markdown table of one question (label names escaped).
-
-    Called scores are bold with ✔, a teacher's highest score that it did not call has ▲;
-    agreement: "✔ both" (both teachers call it), "⚠ split" (one does), "·" (neither does).
-    """
-    head = ["Label", *qs.teachers, "Cand.", "Cons.", "Agreement"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in qs.rows:
-        mark = {"both": "✔ both", "split": "⚠ split", "neither": "·"}.get(
-            row.agreement, ""
-        )
-        cells = [escape_markdown(row.label)]
-        cells += [_cell(s, c, t) for s, c, t in zip(row.scores, row.called, row.top, strict=True)]
-        cells += ["✔" if row.candidate else "", "✔" if row.consensus else "", mark]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)

@@ -96,7 +96,7 @@ def teachers_data(card: WorkCard, questions: Sequence[Question]) -> dict[str, An
     }
 
 
-def _table(qs: QuestionScores) -> dict[str, Any]:
+def score_table(qs: QuestionScores) -> dict[str, Any]:
     """The full score table of one question (the expander's content)."""
     mark = {"both": "✔ both", "split": "⚠ split", "neither": "·"}
     rows = []
@@ -131,7 +131,7 @@ def details_data(card: WorkCard) -> dict[str, Any]:
         "notice": PREDICTION_NOTICE,
         "rank": SCORES_RANK,
         "machine": machine,
-        "tables": [_table(qs) for qs in card.questions],
+        "tables": [score_table(qs) for qs in card.questions],
     }
 
 
