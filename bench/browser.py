@@ -42,7 +42,7 @@ from tests.browser import (  # noqa: E402
     streamlit_server,
     watch_websocket,
 )
-from tests.test_e2e_label import demo_db  # noqa: E402
+from tests.e2e.test_e2e_label import demo_db  # noqa: E402
 
 KEYS = ["1", "w", "1", "2", "1", "1", "1"]  # categories, W, then one option per question
 FRAME_MS = 1000 / 60

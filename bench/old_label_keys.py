@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from labeling.schema import load_schema  # noqa: E402
 from labeling.settings import DEFAULT_SCHEMA  # noqa: E402
-from tests.test_e2e_label import (  # noqa: E402 - the old version's helpers
+from tests.e2e.test_e2e_label import (  # noqa: E402 - the old version's helpers
     DWELL,
     chromium_page,
     demo_db,

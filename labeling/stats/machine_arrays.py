@@ -8,7 +8,7 @@ multi: 0/1 per label and a presence slot; NaN where absent or malformed) and the
 scores. Slicing the stacked vectors gives, per question, an n x labels score matrix per teacher
 and an n x labels boolean call matrix per system with a mask of the works where the system has
 a value. The scalar rules of labeling.stats.machines give the same numbers work by work
-(tests/test_machine_arrays.py checks the whole report against them).
+(tests/stats/test_machine_arrays.py checks the whole report against them).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Tests of end to end in headless Chromium."""
