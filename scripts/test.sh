@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install the tool with its test extras in .venv (and Chromium for the browser tests), then
-# run every test. Extra arguments go to pytest (e.g. -m pg, -k queue).
+# Install the tool with its test extras in .venv (and Chromium for the browser tests), check
+# lint, format and types, then run every test on all cores (pytest-xdist; one file per worker
+# at a time, so a module's server or database is built once). Extra arguments go to pytest
+# (e.g. -m pg, -k queue); LABELING_TEST_WORKERS=0 runs in this process only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -15,4 +17,6 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
 .venv/bin/ruff check .
-exec .venv/bin/python -m pytest "$@"
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+exec .venv/bin/python -m pytest -n "${LABELING_TEST_WORKERS:-auto}" --dist loadfile "$@"

@@ -68,7 +68,8 @@ def pg_template() -> Iterator[str]:
     if not PG_URL:
         pytest.skip("PostgreSQL tests need LABELING_TEST_PG_URL (e.g. postgresql+psycopg://...)")
     base = make_url(PG_URL)
-    name = f"{base.database}_tmpl"
+    # One template per xdist worker: workers start together and would drop each other's.
+    name = f"{base.database}_tmpl{os.environ.get('PYTEST_XDIST_WORKER', '')}"
     admin = _pg_admin_engine()
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
