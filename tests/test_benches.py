@@ -19,26 +19,40 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+# The checkout's root, wherever under tests/ this file sits.
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").exists())
 BENCH = ROOT / "bench"
 CHROMIUM = Path("/usr/bin/chromium")
 # Every script in bench/ and the test that runs it (or checks that it refuses to run here).
 COVERED = {
-    "agreement", "browser", "coverage_sim", "export", "import_frame", "monitor", "monitor_db",
-    "old_label_keys", "review_queue", "soak",
-}  # fmt: skip
+    "agreement",
+    "browser",
+    "coverage_sim",
+    "export",
+    "import_frame",
+    "monitor",
+    "monitor_db",
+    "old_label_keys",
+    "review_queue",
+    "soak",
+}
 
 
-def bench(name: str, *args: str, timeout: float = 120,
-          pg_url: str | None = None) -> subprocess.CompletedProcess[str]:
+def bench(
+    name: str, *args: str, timeout: float = 120, pg_url: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run `python bench/NAME.py ARGS` from the repository root, on PostgreSQL only if given."""
     env = {k: v for k, v in os.environ.items() if k != "LABELING_BENCH_PG_URL"}
     if pg_url:
         env["LABELING_BENCH_PG_URL"] = pg_url
     return subprocess.run(
         [sys.executable, f"bench/{name}.py", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:
@@ -63,8 +77,12 @@ def test_documented_commands_name_existing_benches() -> None:
 
 @pytest.mark.slow
 def test_agreement() -> None:
-    out = ok(bench("agreement", "--submissions", "500", "--works", "100", "--n-boot", "20",
-                   "--runs", "1"))  # fmt: skip
+    """bench/agreement.py: the report on 3,000 label rows, timed once."""
+    out = ok(
+        bench(
+            "agreement", "--submissions", "500", "--works", "100", "--n-boot", "20", "--runs", "1"
+        )
+    )
     assert "generated 3,000 label rows" in out
     assert "median of 1:" in out and "(n_boot=20)" in out
     assert "| agreement_report, default schema | 3,000 (500 submissions x 6 questions)" in out
@@ -72,16 +90,21 @@ def test_agreement() -> None:
 
 @pytest.mark.slow
 def test_coverage_sim() -> None:
+    """bench/coverage_sim.py --sweep --grid: every table, 50 replicates per cell."""
     out = ok(bench("coverage_sim", "--sweep", "--grid", "--reps", "50"))
-    for heading in ("## Prevalence: 95% interval coverage, 50 replicates per cell",
-                    "## Precision and recall: coverage, 50 replicates per cell",
-                    "## Sweep: equal allocation", "## Grid: 240 cells x 500 replicates"):
+    for heading in (
+        "## Prevalence: 95% interval coverage, 50 replicates per cell",
+        "## Precision and recall: coverage, 50 replicates per cell",
+        "## Sweep: equal allocation",
+        "## Grid: 240 cells x 500 replicates",
+    ):
         assert heading in out
     assert re.search(r"\| 600 \| equal \| every p_h 0\.3 \| 0\.300 \| \d\.\d{3} \|", out)
 
 
 @pytest.mark.slow
 def test_import_frame(tmp_path: Path) -> None:
+    """bench/import_frame.py: a 300-record frame imported, then re-imported unchanged."""
     out = ok(bench("import_frame", "--n", "300", "--out", str(tmp_path)))
     assert re.search(r"\| SQLite \| import \| 300 \| [\d.]+ s \| .* \| 300/0/0/0 \|", out)
     assert re.search(r"\| SQLite \| re-import \(unchanged\) \| 300 \| .* \| 0/0/300/0 \|", out)
@@ -90,8 +113,20 @@ def test_import_frame(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_review_queue(tmp_path: Path) -> None:
-    out = ok(bench("review_queue", "--works", "2000", "--ops", "10", "--annotators", "2",
-                   "--out", str(tmp_path)))  # fmt: skip
+    """bench/review_queue.py: both stages, 1 and 2 annotator processes, no error."""
+    out = ok(
+        bench(
+            "review_queue",
+            "--works",
+            "2000",
+            "--ops",
+            "10",
+            "--annotators",
+            "2",
+            "--out",
+            str(tmp_path),
+        )
+    )
     assert "building 2,000 works" in out and "INSERT ... SELECT of 2,000 items" in out
     assert "-- fresh queue" in out and "-- 90% of the top 2,000 done" in out
     assert out.count("1 annotator(s), 10 claim+submit") == 2
@@ -104,9 +139,13 @@ def test_review_queue(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_soak() -> None:
+    """bench/soak.py --engine both: SQLite soaked with no violation, PostgreSQL skipped."""
     out = ok(bench("soak", "--works", "20", "--processes", "4", "--engine", "both"))
-    assert re.search(r"sqlite: 4 processes, 20 works, overlap 2: 40 labels in [\d.]+ s = \d+ "
-                     r"labels/s; claim median [\d.]+ ms, .*; violations 0", out)  # fmt: skip
+    assert re.search(
+        r"sqlite: 4 processes, 20 works, overlap 2: 40 labels in [\d.]+ s = \d+ "
+        r"labels/s; claim median [\d.]+ ms, .*; violations 0",
+        out,
+    )
     assert "pg: skipped (set LABELING_BENCH_PG_URL)" in out
 
 
@@ -140,17 +179,23 @@ def bench_out() -> Iterator[Path]:
 
 @pytest.mark.slow
 def test_export(bench_out: Path) -> None:
+    """bench/export.py: 173 validated works exported to Parquet and CSV in child processes."""
     out = ok(bench("export", "--works", "173", "--repeat", "1"))
     assert "173 works, 346 labels" in out or "reusing" in out
     for fmt in ("parquet", "csv"):
-        assert re.search(rf"{fmt} +173 rows  median +[\d.]+ s \(runs [\d.]+\)  peak RSS +[\d.]+ MB"
-                         rf", with workers \(PSS\) +[\d.]+ MB", out), out  # fmt: skip
+        assert re.search(
+            rf"{fmt} +173 rows  median +[\d.]+ s \(runs [\d.]+\)  peak RSS +[\d.]+ MB"
+            rf", with workers \(PSS\) +[\d.]+ MB",
+            out,
+        ), out
 
 
 @pytest.mark.slow
 def test_monitor_demo(tmp_path: Path) -> None:
-    out = ok(bench("monitor", "--only", "demo", "--warm", "1", "--cold", "1",
-                   "--out", str(tmp_path)))  # fmt: skip
+    """bench/monitor.py --only demo: every part of the Monitor view timed."""
+    out = ok(
+        bench("monitor", "--only", "demo", "--warm", "1", "--cold", "1", "--out", str(tmp_path))
+    )
     assert "demo: database ready" in out and "demo: warm median" in out
     for step in ("live top", "label rows", "agreement", "humans vs machines", "estimates"):
         assert step in out
@@ -159,12 +204,28 @@ def test_monitor_demo(tmp_path: Path) -> None:
 
 def _monitor_large(out: Path) -> str:
     """bench/monitor.py on a tiny large database (300 works, 80 labels)."""
-    return ok(bench("monitor", "--works", "300", "--labels", "80", "--warm", "1", "--cold", "1",
-                    "--only", "large", "--out", str(out)))  # fmt: skip
+    return ok(
+        bench(
+            "monitor",
+            "--works",
+            "300",
+            "--labels",
+            "80",
+            "--warm",
+            "1",
+            "--cold",
+            "1",
+            "--only",
+            "large",
+            "--out",
+            str(out),
+        )
+    )
 
 
 @pytest.mark.slow
 def test_monitor_large_builds_then_reuses(tmp_path: Path) -> None:
+    """bench/monitor.py --only large: built once, reused by the next run."""
     first = _monitor_large(tmp_path)
     assert "80 labels" in first  # built: 40 works x 2 annotators
     assert "large: warm median" in first and "cold median" in first
@@ -180,6 +241,7 @@ def test_monitor_large_builds_then_reuses(tmp_path: Path) -> None:
 @pytest.mark.e2e
 @pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (apt install chromium)")
 def test_browser(tmp_path: Path) -> None:
+    """bench/browser.py: two works typed by keyboard in headless Chromium."""
     figures = tmp_path / "browser.json"
     out = ok(bench("browser", "--works", "2", "--warmup", "1", "--json", str(figures)))
     assert "submit -> next title and abstract visible, 2 works, warm cache:" in out
@@ -196,8 +258,8 @@ def test_browser(tmp_path: Path) -> None:
         ("import_frame", ["--n", "0"], "--n >= 1"),
     ],
 )
-def test_benches_refuse_bad_sizes(tmp_path: Path, name: str, args: list[str],
-                                  message: str) -> None:
+def test_benches_refuse_bad_sizes(tmp_path: Path, name: str, args: list[str], message: str) -> None:
+    """A size that cannot run is refused with exit 2 before anything is written."""
     done = bench(name, *args, "--out", str(tmp_path), timeout=60)
     assert done.returncode == 2 and message in done.stderr
     assert not any(tmp_path.iterdir())
@@ -211,5 +273,6 @@ def test_benches_refuse_bad_sizes(tmp_path: Path, name: str, args: list[str],
     ],
 )
 def test_scripts_that_are_no_bench_here_say_so(name: str, message: str) -> None:
+    """old_label_keys and monitor_db stop with a message saying what to run."""
     done = bench(name, timeout=60)
     assert done.returncode == 1 and message in done.stderr
