@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-# Run as a script, bench/ is sys.path[0], where bench/queue.py would shadow the stdlib queue.
+# Run as a script, bench/ is sys.path[0]: the checkout's root goes first instead.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# Run as a script, bench/ is sys.path[0]; bench/queue.py would then shadow the stdlib queue.
+# Run as a script, bench/ is sys.path[0]: the checkout's root goes first instead (tests/).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"]
 sys.path.insert(0, str(ROOT))
 

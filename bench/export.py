@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# bench/queue.py would shadow the standard library's queue module: drop this directory.
+# Run as a script, bench/ is sys.path[0]: the checkout's root goes first instead.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 

@@ -1,12 +1,12 @@
 """Benchmark: import a 1,000,000-record synthetic frame into SQLite (and PostgreSQL).
 
 Usage:
-    .venv/bin/python bench/import_frame.py [--n 1000000] [--pg URL]
+    .venv/bin/python bench/import_frame.py [--n 1000000] [--pg URL] [--out DIR]
 
-Writes the frame once to bench/out/ (reused), then for each engine imports it into a fresh
-database in a child process and prints wall time, records per second and peak memory (the
-importing process and, separately, its largest parsing worker), then re-imports the same file
-(every record unchanged). Targets: under 60 s and under 500 MB for 1,000,000 records.
+Writes the frame once to --out (default bench/out/, reused), then for each engine imports it
+into a fresh database in a child process and prints wall time, records per second and peak
+memory (the importing process and, separately, its largest parsing worker), then re-imports the
+same file (every record unchanged). Targets: under 60 s and under 500 MB for 1,000,000 records.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = HERE / "out"
-# Run as a script, bench/ is sys.path[0], where bench/queue.py would shadow the stdlib queue
-# (which multiprocessing needs).
+# Run as a script, bench/ is sys.path[0]: the checkout's root goes first instead, so that
+# `labeling`, `db` and `tests` import from it and no file in bench/ can shadow a module.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
@@ -49,12 +49,12 @@ print(json.dumps({
 """
 
 
-def ensure_frame(n: int) -> Path:
-    """The synthetic frame of n records (written once, deterministic, seed 0)."""
+def ensure_frame(n: int, out: Path) -> Path:
+    """The synthetic frame of n records in `out` (written once, deterministic, seed 0)."""
     from labeling.frames.synth import write_synthetic_frame
 
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"frame_{n}.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"frame_{n}.jsonl"
     if not path.exists():
         t0 = time.perf_counter()
         write_synthetic_frame(path, n, seed=0)
@@ -72,9 +72,9 @@ def run_import(url: str, path: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def fresh_sqlite(name: str) -> str:
-    """URL of a new, empty SQLite file under bench/out/."""
-    db = OUT / name
+def fresh_sqlite(path: Path) -> str:
+    """URL of a new, empty SQLite file at `path`."""
+    db = path
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     return f"sqlite:///{db}"
@@ -115,13 +115,17 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--pg", default=os.environ.get("LABELING_BENCH_PG_URL"))
     parser.add_argument("--skip-sqlite", action="store_true", help="Only PostgreSQL.")
+    parser.add_argument("--out", type=Path, default=OUT,
+                        help="directory of the frame and the SQLite file (default bench/out/)")
     args = parser.parse_args()
-    path = ensure_frame(args.n)
+    if args.n < 1:
+        parser.error("--n >= 1")
+    path = ensure_frame(args.n, args.out)
     print("| engine | run | records | wall | rate | peak RSS main | peak RSS worker | "
           "ins/upd/unch/rej |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     if not args.skip_sqlite:
-        url = fresh_sqlite("import_bench.db")
+        url = fresh_sqlite(args.out / "import_bench.db")
         report("SQLite", args.n, run_import(url, path), run_import(url, path))
     if args.pg:
         url = fresh_pg(args.pg)

@@ -1,6 +1,6 @@
 """Databases for bench/monitor.py: the demo with a few dozen labels, and a large synthetic one.
 
-The large database: `works` works (minimal records and score columns, as bench/queue.py
+The large database: `works` works (minimal records and score columns, as bench/review_queue.py
 builds them), a random-sample campaign of labels/2 works with overlap 2 whose works carry
 full seed-shaped records (labeling.frames.synth), and `labels` label rows from 10 annotators over 30
 days (2% skips, each replaced by a third annotator; accuracy and speed differ per
@@ -297,3 +297,8 @@ def build_demo(path: Path, schema: Schema, n_works: int = 20) -> tuple[Engine, i
     done.write_text("demo\n")
     return engine, cid
 
+
+
+if __name__ == "__main__":
+    raise SystemExit("bench/monitor_db.py builds the databases of bench/monitor.py and is no bench "
+                     "of its own: run .venv/bin/python bench/monitor.py")

@@ -1,7 +1,8 @@
 """Per-key figures of the label page before issue 11 (st.button shortcuts, one rerun per key).
 
 For the record in bench/RESULTS.md: it imports that version's test helpers, so it runs from a
-checkout of commit 8d19438 (the last commit before the client-side label form):
+checkout of commit 8d19438 (the last commit before the client-side label form), and run from
+this checkout it stops at once with a message saying so:
 
     git archive 8d19438 | tar -x -C /tmp/old && cp bench/old_label_keys.py /tmp/old/
     cd /tmp/old && /path/to/.venv/bin/python old_label_keys.py [works]
@@ -24,15 +25,22 @@ sys.path.insert(0, str(ROOT))
 
 from labeling.schema import load_schema  # noqa: E402
 from labeling.settings import DEFAULT_SCHEMA  # noqa: E402
-from tests.e2e.test_e2e_label import (  # noqa: E402 - the old version's helpers
-    DWELL,
-    chromium_page,
-    demo_db,
-    settle,
-    sign_in,
-    streamlit_server,
-    submit_by_keyboard,
-)
+
+try:
+    from tests.test_e2e_label import (  # noqa: E402 - the old version's helpers
+        DWELL,
+        chromium_page,
+        demo_db,
+        settle,
+        sign_in,
+        streamlit_server,
+        submit_by_keyboard,
+    )
+except ImportError as exc:  # this checkout: the helpers of the old page are gone
+    raise SystemExit(
+        f"bench/old_label_keys.py runs only from a checkout of commit 8d19438, copied to its "
+        f"root (see its docstring); here: {exc}"
+    ) from None
 
 
 def main(works: int = 10) -> None:

@@ -1,7 +1,7 @@
 """Soak: 20 annotator processes claim and label one overlap-2 campaign; check and time it.
 
 Usage:
-    python bench/soak.py [--works 600] [--processes 20] [--engine sqlite|pg|both]
+    .venv/bin/python bench/soak.py [--works 600] [--processes 20] [--engine sqlite|pg|both]
 
 PostgreSQL runs need LABELING_BENCH_PG_URL (e.g. postgresql+psycopg://postgres@127.0.0.1/soak);
 a fresh database named after it is created for the run and dropped afterwards.

@@ -1,15 +1,19 @@
 """Benchmark of the review queue at 1,000,000 works: claim and submit latency, 1 and 8 annotators.
 
 Usage:
-    .venv/bin/python bench/queue.py [--works 1000000] [--ops 400] [--think-ms 0]
-        [--rebuild] [--only sqlite|pg]
+    .venv/bin/python bench/review_queue.py [--works 1000000] [--ops 400] [--think-ms 0]
+        [--annotators 8] [--rebuild] [--only sqlite|pg] [--out DIR]
 
-Builds (once, reused) a SQLite file under bench/out/ and, when LABELING_BENCH_PG_URL is set
-(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/lab_bench), a PostgreSQL database, with
-works inserted in bulk through SQLAlchemy Core and a skewed, realistic score distribution.
-Then, per engine: creates a score_max campaign with overlap 1 (timed: the set-based
-INSERT ... SELECT), measures claim and submit latency with 1 and with 8 concurrent annotator
-processes, marks 90% of the top 100,000 items done, and measures again.
+(Named review_queue, not queue: run as a script, bench/ is first on sys.path, and a
+bench/queue.py would shadow the standard library's queue module that multiprocessing needs.)
+
+Builds (once, reused) a SQLite file under --out (default bench/out/) and, when
+LABELING_BENCH_PG_URL is set (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/lab_bench), a
+PostgreSQL database, with works inserted in bulk through SQLAlchemy Core and a skewed,
+realistic score distribution. Then, per engine: creates a score_max campaign with overlap 1
+(timed: the set-based INSERT ... SELECT), measures claim and submit latency with 1 and with 8
+(--annotators) concurrent annotator processes, marks 90% of the top 100,000 items done, and
+measures again.
 Targets: claim p95 under 5 ms (1 annotator) and under 20 ms (8 annotators), no errors.
 """
 
@@ -18,8 +22,8 @@ from __future__ import annotations
 import os
 import sys
 
-# Run as a script, this file's directory is sys.path[0], where "queue.py" would shadow the
-# standard library's queue module (used by multiprocessing): drop it before anything imports.
+# Run as a script, this file's directory is sys.path[0]: the checkout's root takes its place,
+# so that `labeling`, `db` and `tests` import from it and no file in bench/ shadows a module.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE:
     sys.path[0] = os.path.dirname(_HERE)
@@ -93,8 +97,8 @@ def build(url: str, n: int, rebuild: bool) -> Engine:
     return engine
 
 
-def setup_campaign(engine: Engine) -> tuple[int, list[int]]:
-    """A fresh score_max campaign over every work, and 8 annotators."""
+def setup_campaign(engine: Engine, annotators: int) -> tuple[int, list[int]]:
+    """A fresh score_max campaign over every work, and `annotators` annotators."""
     from labeling.review.campaigns import create_campaign
 
     with write_session(engine) as session:
@@ -106,7 +110,7 @@ def setup_campaign(engine: Engine) -> tuple[int, list[int]]:
             session.execute(text("UPDATE works SET status = 'machine_predicted_unvalidated', "
                                  "final_answers = NULL, validated_via = NULL "
                                  "WHERE status <> 'machine_predicted_unvalidated'"))
-        names = [f"bench{i}" for i in range(8)]
+        names = [f"bench{i}" for i in range(annotators)]
         have = set(session.execute(select(User.name).where(User.name.in_(names))).scalars())
         for name in names:
             if name not in have:
@@ -229,13 +233,14 @@ def run(label: str, url: str, args: argparse.Namespace) -> bool:
     """All phases on one engine; True when every target is met."""
     print(f"\n== {label}: {url.split('@')[-1]}", flush=True)
     engine = build(url, args.works, args.rebuild)
-    campaign_id, users = setup_campaign(engine)
+    campaign_id, users = setup_campaign(engine, args.annotators)
     ok = True
-    for stage in ("fresh queue", "90% of the top 100,000 done"):
+    top = min(100_000, args.works)
+    for stage in ("fresh queue", f"90% of the top {top:,} done"):
         if stage != "fresh queue":
             mark_top_done(engine, campaign_id)
         print(f"  -- {stage}; candidate query plan:\n{explain(engine, campaign_id, users[0])}")
-        for procs, target in ((1, 5.0), (8, 20.0)):
+        for procs, target in ((1, 5.0), (args.annotators, 20.0)):
             ops = args.ops if procs == 1 else max(50, args.ops // 2)
             if not is_sqlite(engine):  # what autovacuum does (it is off on some test servers)
                 with engine.begin() as conn:
@@ -263,13 +268,19 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=400, help="claim+submit per annotator")
     parser.add_argument("--think-ms", type=float, default=0.0,
                         help="mean pause between claim and submit (0 = back to back)")
+    parser.add_argument("--annotators", type=int, default=8,
+                        help="annotator processes of the concurrent phase")
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--only", choices=("sqlite", "pg"), help="run on one engine only")
+    parser.add_argument("--out", type=Path, default=OUT,
+                        help="directory of the SQLite file (default bench/out/)")
     args = parser.parse_args()
-    OUT.mkdir(exist_ok=True)
+    if args.works < 1 or args.ops < 1 or args.annotators < 1:
+        parser.error("--works >= 1, --ops >= 1 and --annotators >= 1")
+    args.out.mkdir(parents=True, exist_ok=True)
     ok = True
     if args.only != "pg":
-        ok &= run("SQLite", f"sqlite:///{OUT / f'queue_{args.works}.db'}", args)
+        ok &= run("SQLite", f"sqlite:///{args.out / f'queue_{args.works}.db'}", args)
     pg = os.environ.get("LABELING_BENCH_PG_URL")
     if pg and args.only != "sqlite":
         ok &= run("PostgreSQL", pg, args)
