@@ -1,7 +1,8 @@
 """The domain's exceptions: one root, LabelingError, and the categories callers act on.
 
 Every exception the package raises for a caller to handle derives from LabelingError through
-exactly one category (the first category in its MRO is the one that counts):
+a category; where a class keeps an older base as well (LeaseError is a Conflict and still a
+LabelError, so an InputError), the first category in its MRO is the one that counts:
 
 - InputError: bad input from a person or a file (a malformed frame or schema, an unknown
   question, a bad filter). Also a ValueError, so the `except ValueError` that predate this

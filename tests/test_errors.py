@@ -79,6 +79,7 @@ def test_campaign_error_is_one_class_wherever_it_is_imported_from() -> None:
 
 
 def _wrapped(message: str) -> OperationalError:
+    """A SQLite error as SQLAlchemy raises it."""
     return OperationalError("INSERT INTO labels ...", {}, sqlite3.OperationalError(message))
 
 
@@ -119,10 +120,12 @@ def test_category_of_foreign_errors() -> None:
 
 
 def _run(url: str, *args: str) -> Any:
+    """Invoke the CLI against `url`, exceptions caught as click's runner does."""
     return CliRunner().invoke(main, ["--db", url, *args])
 
 
 def _one_line(result: Any, code: int, message: str) -> None:
+    """The command exited `code` with `error: message` as its only output."""
     assert result.exit_code == code, (result.output, result.exception)
     assert result.stderr == f"error: {message}\n"
     assert "Traceback" not in result.output and result.stdout == ""
