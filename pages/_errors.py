@@ -18,7 +18,7 @@ LEVELS: dict[type[LabelingError], str] = {Conflict: "warning"}
 
 
 def error_level(exc: BaseException) -> str:
-    """"warning" or "error": how a page shows `exc`."""
+    """ "warning" or "error": how a page shows `exc`."""
     kind = category(exc)
     return LEVELS.get(kind, "error") if kind is not None else "error"
 

@@ -37,6 +37,7 @@ def abstracts_prefetch(obj: Context, campaign: str | None, limit: int, ids: str 
         from labeling.review.campaigns import get_campaign
         from labeling.review.queue import upcoming_work_ids
 
+        assert campaign  # exactly one of the two, checked above
         info = get_campaign(obj.engine, campaign)
         work_ids = upcoming_work_ids(obj.engine, info.id, limit)
     r = prefetch(obj.engine, work_ids, settings=obj.settings)

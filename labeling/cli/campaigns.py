@@ -26,22 +26,36 @@ def campaigns() -> None:
 @campaigns.command("create")
 @click.argument("name")
 @click.option("--strategy", type=click.Choice(STRATEGIES), default="score_max", show_default=True)
-@click.option("--overlap", "-k", type=click.IntRange(1), default=1, show_default=True,
-              help="Independent labels each work needs.")
+@click.option(
+    "--overlap",
+    "-k",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Independent labels each work needs.",
+)
 @click.option("--blind", is_flag=True, help="Hide machine scores until the label is submitted.")
 @click.option("--questions", help="Comma-separated schema questions to ask (default: all).")
 @click.option("--lease-minutes", type=click.FloatRange(min=0.1), default=15.0, show_default=True)
 @click.option("--sample-size", "-n", type=click.IntRange(1), help="n for random/stratified.")
-@click.option("--allocation", default="proportional", show_default=True,
-              help="Stratified: proportional, equal, or a number per stratum.")
+@click.option(
+    "--allocation",
+    default="proportional",
+    show_default=True,
+    help="Stratified: proportional, equal, or a number per stratum.",
+)
 @click.option("--bins", help="Stratified: score_max bin edges, e.g. 0,0.1,0.5,1.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--rule", type=click.Choice(["unanimous", "majority"]), default="unanimous",
-              show_default=True)
+@click.option(
+    "--rule", type=click.Choice(["unanimous", "majority"]), default="unanimous", show_default=True
+)
 @click.option("--gold-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
-@click.option("--filter", "filter_json",
-              help='Work filter as JSON, e.g. \'{"field": ["Medicine"], "year_min": 2015, '
-                   '"score_max": [0.5, 1]}\'.')
+@click.option(
+    "--filter",
+    "filter_json",
+    help='Work filter as JSON, e.g. \'{"field": ["Medicine"], "year_min": 2015, '
+    '"score_max": [0.5, 1]}\'.',
+)
 @click.pass_obj
 def campaigns_create(obj: Context, name: str, strategy: str, overlap: int, blind: bool,
                      questions: str | None, lease_minutes: float, sample_size: int | None,

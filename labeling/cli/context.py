@@ -22,7 +22,7 @@ class Context:
         if schema_path:
             updates["schema_path"] = Path(schema_path)
         self.settings: Settings = settings.model_copy(update=updates) if updates else settings
-        self._engine = None
+        self._engine: Any = None
 
     @property
     def engine(self) -> Any:

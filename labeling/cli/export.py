@@ -19,28 +19,55 @@ def register(main: click.Group) -> None:
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "parquet"]), required=True,
-              help="File format.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Data file; the manifest goes to PATH.manifest.json.")
-@click.option("--status", type=click.Choice(["validated", "labelled", "all"]),
-              default="validated", show_default=True,
-              help="validated works, works with at least one label, or every work.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "jsonl", "parquet"]),
+    required=True,
+    help="File format.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Data file; the manifest goes to PATH.manifest.json.",
+)
+@click.option(
+    "--status",
+    type=click.Choice(["validated", "labelled", "all"]),
+    default="validated",
+    show_default=True,
+    help="validated works, works with at least one label, or every work.",
+)
 @click.option("--campaign", help="Only this campaign's works and labels (name or id).")
 @click.option("--questions", help="Comma-separated schema questions (default: all).")
-@click.option("--since", type=click.DateTime(["%Y-%m-%d"]),
-              help="Works with a label made on or after this day (UTC, YYYY-MM-DD).")
-@click.option("--until", type=click.DateTime(["%Y-%m-%d"]),
-              help="Works with a label made on or before this day (UTC, YYYY-MM-DD).")
-@click.option("--long", "long_", is_flag=True,
-              help="Also write every current label (one row per question) to PATH.labels.EXT.")
-@click.option("--pseudonymize", is_flag=True,
-              help="Replace annotator and lead names by stable pseudonyms.")
+@click.option(
+    "--since",
+    type=click.DateTime(["%Y-%m-%d"]),
+    help="Works with a label made on or after this day (UTC, YYYY-MM-DD).",
+)
+@click.option(
+    "--until",
+    type=click.DateTime(["%Y-%m-%d"]),
+    help="Works with a label made on or before this day (UTC, YYYY-MM-DD).",
+)
+@click.option(
+    "--long",
+    "long_",
+    is_flag=True,
+    help="Also write every current label (one row per question) to PATH.labels.EXT.",
+)
+@click.option(
+    "--pseudonymize", is_flag=True, help="Replace annotator and lead names by stable pseudonyms."
+)
 @click.option("--user", "user_name", help="Record this user as the exporter.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--processes", type=click.IntRange(min=1),
-              help="Worker processes for a large export (default: LABELING_EXPORT_PROCESSES, "
-                   "else 2; 1 = none, less memory).")
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    help="Worker processes for a large export (default: LABELING_EXPORT_PROCESSES, "
+    "else 2; 1 = none, less memory).",
+)
 @click.pass_obj
 def export(obj: Context, fmt: str, out: Path, status: str, campaign: str | None,
            questions: str | None, since: datetime | None, until: datetime | None, long_: bool,

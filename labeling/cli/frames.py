@@ -22,12 +22,24 @@ def register(main: click.Group) -> None:
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--schema", "schema_path", help="Schema file to check the frame against.")
 @click.option("--strict", is_flag=True, help="Abort on the first bad line; write nothing.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write every rejected line and warning to this JSON Lines file.")
-@click.option("--batch-size", type=click.IntRange(1), default=None,
-              help="Records per transaction (default: LABELING_IMPORT_BATCH_SIZE).")
-@click.option("--workers", type=click.IntRange(0), default=None,
-              help="Parsing processes (default: 2 for large files).")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write every rejected line and warning to this JSON Lines file.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=None,
+    help="Records per transaction (default: LABELING_IMPORT_BATCH_SIZE).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(0),
+    default=None,
+    help="Parsing processes (default: 2 for large files).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
 def import_frame_cmd(obj: Context, path: Path, schema_path: str | None, strict: bool,

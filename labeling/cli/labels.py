@@ -18,8 +18,11 @@ def register(main: click.Group) -> None:
 
 @click.command("import-labels")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--campaign", help="File every label under this campaign (created if missing); "
-              "default: each row's campaign column, else 'imported'.")
+@click.option(
+    "--campaign",
+    help="File every label under this campaign (created if missing); "
+    "default: each row's campaign column, else 'imported'.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
 def import_labels_cmd(obj: Context, path: Path, campaign: str | None, as_json: bool) -> None:

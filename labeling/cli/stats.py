@@ -22,9 +22,14 @@ def register(main: click.Group) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--n-boot", type=click.IntRange(0), default=200, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--min-pair-n", type=click.IntRange(2), default=2, show_default=True,
-              help="Fewest common works for a pair's Cohen's kappa; pairs sharing fewer are "
-                   "listed as left out, with the reason.")
+@click.option(
+    "--min-pair-n",
+    type=click.IntRange(2),
+    default=2,
+    show_default=True,
+    help="Fewest common works for a pair's Cohen's kappa; pairs sharing fewer are "
+    "listed as left out, with the reason.",
+)
 @click.pass_obj
 def agreement(
     obj: Context, campaign: str | None, as_json: bool, n_boot: int, seed: int, min_pair_n: int
@@ -32,8 +37,9 @@ def agreement(
     """Inter-annotator agreement per question and label, with bootstrap intervals."""
     from labeling.reports.agreement import agreement_for
 
-    report = agreement_for(obj.engine, obj.schema(), campaign, n_boot=n_boot, seed=seed,
-                           min_pair_n=min_pair_n)
+    report = agreement_for(
+        obj.engine, obj.schema(), campaign, n_boot=n_boot, seed=seed, min_pair_n=min_pair_n
+    )
     if as_json:
         click.echo(json.dumps(report, indent=2, allow_nan=False))
         return
@@ -63,8 +69,10 @@ def _agreement_table(report: dict[str, Any]) -> str:
                 f"{_fmt(r['fleiss_kappa'])} {_fmt(r['gwet_ac1'])} {_fmt(r['percent_agreement'])}"
             )
     if report["pairs"]:
-        lines.append("\nCohen's kappa per pair of annotators (question, n common works; "
-                     "- = undefined, both gave one and the same answer throughout):")
+        lines.append(
+            "\nCohen's kappa per pair of annotators (question, n common works; "
+            "- = undefined, both gave one and the same answer throughout):"
+        )
         for p in report["pairs"]:
             lines.append(f"  {p['a']} x {p['b']}  {p['question']:20} n={p['n']:<5d} "
                          f"kappa={_fmt(p['cohen_kappa']).strip()}")  # fmt: skip
@@ -91,8 +99,10 @@ def estimates(obj: Context, campaign: str, as_json: bool) -> None:
     if not report["estimable"]:
         click.echo(f"{report['campaign']}: {report['reason']}")
         return
-    click.echo(f"{report['campaign']}: frame of {report['population']} works, "
-               f"{report['n_validated']} of {report['n_sampled']} sampled works validated")
+    click.echo(
+        f"{report['campaign']}: frame of {report['population']} works, "
+        f"{report['n_validated']} of {report['n_sampled']} sampled works validated"
+    )
     click.echo(f"({report['assumption']})")
     for qname, q in report["questions"].items():
         for label, e in q["labels"].items():
