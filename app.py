@@ -11,6 +11,7 @@ from labeling.auth import access, sso
 from labeling.auth.login_sessions import create_session, end_session, purge_sessions, resume_session
 from labeling.auth.users import AuthError, UserInfo, authenticate
 from labeling.settings import Settings, get_settings
+from pages._errors import error_text, show_error
 from pages._guard import current_user, engine
 from pages._ui import escape_markdown as esc
 from ui.components import session_cookie
@@ -102,7 +103,7 @@ def sso_sign_in() -> UserInfo | None:
             assume_email_verified=settings.sso_assume_email_verified,
         )  # fmt: skip
     except sso.SSORefused as exc:
-        st.session_state["sso_refusal"] = (str(exc), isinstance(exc, sso.SSOStale))
+        st.session_state["sso_refusal"] = (error_text(exc), isinstance(exc, sso.SSOStale))
         return None
     st.session_state.pop("sso_refusal", None)
     begin(token, "sso")
@@ -138,7 +139,7 @@ def local_form() -> None:
         try:
             user = authenticate(engine(), name, password)
         except AuthError as exc:
-            st.error(str(exc))
+            show_error(exc)
             return
         settings = get_settings()
         if not sso.local_login_allowed(user.role, settings.local_login_role_set):

@@ -40,7 +40,10 @@ def pg_dump_hint(url: str) -> str:
 
 
 class BackupError(Exception):
-    """A backup or restore that cannot be done; the message says why."""
+    """A backup or restore that cannot be done; the message says why.
+
+    Not a labeling.errors class (db never imports labeling): the CLI counts it as bad input.
+    """
 
 
 @dataclass

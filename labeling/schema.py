@@ -10,12 +10,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from labeling.errors import InputError
+
 KINDS = ("multi", "single", "binary")
 BINARY_LABELS = ("yes", "no")
 _MISSING = object()
 
 
-class SchemaError(ValueError):
+class SchemaError(InputError):
     """A schema file that cannot be used; the message names file, question and problem."""
 
 

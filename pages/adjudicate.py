@@ -8,6 +8,7 @@ from db.models import STATUS_VALIDATED
 from labeling.review import disputes
 from labeling.review.adjudication import DisputeScreen, apply_dispute_action
 from labeling.review.validation import ValidationError, reopen
+from pages._errors import error_flash
 from pages._guard import engine, require, schema
 from pages._ui import escape_markdown as esc
 from ui.components import adjudicate_form
@@ -40,7 +41,7 @@ def _reopen() -> None:
     try:
         verdict = reopen(engine(), wid, user.id, reason, schema=schema())
     except ValidationError as exc:
-        _flash("error", str(exc))
+        _flash(*error_flash(exc))
         return
     _flash("success", f"{wid} reopened: now {verdict.status}.")
 
@@ -52,7 +53,7 @@ def _gold(mark: bool) -> None:
         fn = disputes.mark_gold if mark else disputes.unmark_gold
         n = fn(engine(), ids, user.id)
     except ValidationError as exc:
-        _flash("error", str(exc))
+        _flash(*error_flash(exc))
         return
     _flash("success", f"{n} work(s) {'marked as' if mark else 'no longer'} gold.")
 

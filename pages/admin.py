@@ -8,6 +8,7 @@ from labeling.auth import access, sso, sso_mappings
 from labeling.auth.users import UserError, add_user, list_users, set_active, set_role
 from labeling.frames.upload import import_uploaded_frame, outcomes
 from labeling.settings import get_settings
+from pages._errors import error_flash, show_error
 from pages._guard import current_user, engine, require, schema
 from pages._ui import escape_markdown as esc
 
@@ -28,7 +29,7 @@ with users_tab:
                 made = add_user(engine(), name, role, password or None)
                 st.success(esc(f"Added {made.name} ({made.role})"))
             except UserError as exc:
-                st.error(esc(str(exc)))
+                show_error(exc, escape=esc)
     # Listed after the form so a user added in this run is already there.
     people = list_users(engine())
     st.dataframe(
@@ -46,7 +47,7 @@ with users_tab:
                 set_role(engine(), who, new_role)
                 st.success(esc(f"{who} is now {new_role}"))
             except UserError as exc:
-                st.error(esc(str(exc)))
+                show_error(exc, escape=esc)
         active = next(u.active for u in people if u.name == who)
         label = "Deactivate (labels are kept)" if active else "Reactivate"
         if c2.button(label, key="toggle_active"):
@@ -54,7 +55,7 @@ with users_tab:
                 set_active(engine(), who, not active)
                 st.success(esc(f"{who} {'deactivated' if active else 'reactivated'}"))
             except UserError as exc:
-                st.error(esc(str(exc)))
+                show_error(exc, escape=esc)
 
 
 def remove_mapping(mapping_id: int, label: str) -> None:
@@ -66,7 +67,7 @@ def remove_mapping(mapping_id: int, label: str) -> None:
         sso_mappings.unmap(engine(), mapping_id)
         st.session_state["sso_flash"] = ("success", f"Removed {label}")
     except sso.SSOError as exc:
-        st.session_state["sso_flash"] = ("error", str(exc))
+        st.session_state["sso_flash"] = error_flash(exc)
 
 
 with sso_tab:
@@ -115,7 +116,7 @@ with sso_tab:
                 st.success(esc(f"Added [{made.id}] {made.kind} {made.value} -> "
                                f"{made.user or 'new users'} ({made.role})"))
             except sso.SSOError as exc:
-                st.error(esc(str(exc)))
+                show_error(exc, escape=esc)
     mappings = sso_mappings.list_mappings(engine())
     if mappings:
         st.dataframe(

@@ -18,6 +18,7 @@ from labeling.review.campaigns import (
 )
 from labeling.review.sampling import ALLOCATIONS
 from labeling.review.validation import RULES
+from pages._errors import error_flash
 from pages._guard import engine, require, schema
 from pages._ui import escape_markdown as esc
 
@@ -84,7 +85,7 @@ def _create(v: dict[str, Any]) -> None:
             gold_rate=float(v["gold_rate"]), created_by=user.id, schema=schema(),
         )
     except (CampaignError, ValueError) as exc:
-        S["camp_msg"] = ("error", f"Not created: {exc}")
+        S["camp_msg"] = error_flash(exc, "Not created: ")
         return
     kind = "a probability sample" if info.is_probability_sample else "not a probability sample"
     S["camp_msg"] = ("success", f"Created '{info.name}' with {info.n_items} works ({kind}).")

@@ -20,6 +20,7 @@ from labeling.export.gold_set import (
 )
 from labeling.review.campaigns import list_campaigns
 from labeling.settings import get_settings
+from pages._errors import show_error
 from pages._guard import engine, require, schema
 
 user = require("export")
@@ -52,7 +53,7 @@ filters = ExportFilters(
 try:
     pv = preview(engine(), sch, filters, limit=20, pseudonymize=pseudo)
 except ExportError as exc:
-    st.error(str(exc))
+    show_error(exc)
     st.stop()
 
 st.subheader(f"{pv.total} works")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from labeling.errors import Denied
+
 PAGE_ROLES: dict[str, frozenset[str]] = {
     "home": frozenset({"annotator", "lead", "exporter", "admin"}),
     "label": frozenset({"annotator", "lead"}),
@@ -13,7 +15,7 @@ PAGE_ROLES: dict[str, frozenset[str]] = {
 }
 
 
-class AccessDenied(PermissionError):
+class AccessDenied(Denied, PermissionError):
     """The signed-in user's role may not open this page."""
 
 

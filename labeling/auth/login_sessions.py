@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
 from db.models import AuthSession, User, utcnow
-from labeling.auth.users import UserError, UserInfo
+from labeling.auth.users import UserInfo, UserNotFound
 
 COOKIE_NAME = "labeling_session"
 TOKEN_BYTES = 32  # secrets.token_urlsafe(32): 43 characters, 256 random bits
@@ -91,7 +91,7 @@ def create_session(engine: Engine, user_id: int, *, now: datetime | None = None)
     with write_session(engine) as session:
         user = session.get(User, user_id)
         if user is None:
-            raise UserError(f"no user with id {user_id}")
+            raise UserNotFound(f"no user with id {user_id}")
         return _issue(session, user.id, user.role, secrets.token_hex(16), now)
 
 

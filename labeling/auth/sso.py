@@ -32,6 +32,7 @@ from db.engine import read_session, write_session
 from db.models import ROLES, SSOIdentity, User, utcnow
 from labeling.auth.login_sessions import create_session
 from labeling.auth.users import MAX_NAME_LENGTH, UserInfo
+from labeling.errors import Denied, InputError, NotFound
 
 KIND_SUBJECT = "subject"
 KIND_EMAIL = "email"
@@ -45,12 +46,16 @@ DOMAIN_ROLES = tuple(r for r in ROLES if r != "admin")
 REQUIRED_PROVIDER_KEYS = ("client_id", "client_secret", "server_metadata_url")
 
 
-class SSOError(ValueError):
+class SSOError(InputError):
     """An admin operation on the mappings that cannot be done; the message says why."""
 
 
-class SSORefused(Exception):
+class SSORefused(Denied):
     """A sign-in that is refused; the message is meant for the person signing in."""
+
+
+class MappingNotFound(NotFound, SSOError):
+    """No SSO mapping has the id given."""
 
 
 class SSOStale(SSORefused):

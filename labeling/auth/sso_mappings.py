@@ -18,6 +18,7 @@ from labeling.auth.sso import (
     KIND_SUBJECT,
     MAX_EMAIL_LENGTH,
     MAX_ISSUER_LENGTH,
+    MappingNotFound,
     SSOError,
     SSOMapping,
     find_identity,
@@ -174,7 +175,7 @@ def unmap(engine: Engine, mapping_id: int) -> SSOMapping:
     with write_session(engine) as session:
         row = session.get(SSOIdentity, mapping_id, with_for_update=True)
         if row is None:
-            raise SSOError(f"no mapping with id {mapping_id}")
+            raise MappingNotFound(f"no mapping with id {mapping_id}")
         user = session.get(User, row.user_id) if row.user_id is not None else None
         gone = _to_mapping(row, user)
         session.execute(delete(SSOIdentity).where(SSOIdentity.id == mapping_id))

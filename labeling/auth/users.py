@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
 from db.models import ROLES, AuthSession, User, utcnow
+from labeling.errors import Denied, InputError, NotFound
 from labeling.inputs import shown, storable
 
 MAX_NAME_LENGTH = 128
@@ -26,11 +27,15 @@ _hasher = PasswordHasher()
 _dummy_hash: str | None = None
 
 
-class UserError(ValueError):
+class UserError(InputError):
     """A user operation that cannot be done; the message says why."""
 
 
-class AuthError(Exception):
+class UserNotFound(NotFound, UserError):
+    """No user goes by the name or id given."""
+
+
+class AuthError(Denied):
     """A failed login; `retry_after` is set (seconds) when the account is locked."""
 
     def __init__(self, message: str, *, retry_after: int | None = None) -> None:
@@ -85,10 +90,10 @@ def _check_password(password: str) -> str:
 def _get_for_update(session: Session, name: str) -> User:
     """The User row called name, locked for update (UserError when missing)."""
     if not storable(name):
-        raise UserError(f"no user called {shown(name)!r}")
+        raise UserNotFound(f"no user called {shown(name)!r}")
     user = session.scalars(select(User).where(User.name == name).with_for_update()).first()
     if user is None:
-        raise UserError(f"no user called {name!r}")
+        raise UserNotFound(f"no user called {name!r}")
     return user
 
 

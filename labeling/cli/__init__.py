@@ -1,1 +1,1 @@
-"""The `labeling` command: a thin click group over the labeling package."""
+"""The `labeling` command: a thin click group over the labeling package (entry: main.main)."""

@@ -1,19 +1,12 @@
-"""CLI commands of the trust issue: `labeling backup` and `labeling restore`."""
+"""Backup commands: `labeling backup` and `labeling restore` (SQLite; PostgreSQL: pg_dump)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
-EXIT_BAD_INPUT = 2
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+from labeling.cli.context import Context
 
 
 def register(main: click.Group) -> None:
@@ -22,11 +15,13 @@ def register(main: click.Group) -> None:
     main.add_command(restore)
 
 
-def _timeout(obj: Any) -> float:
+def _timeout(obj: Context) -> float:
+    """SQLite's busy timeout in seconds (the settings hold milliseconds)."""
     return getattr(obj.settings, "sqlite_busy_timeout_ms", 30_000) / 1000
 
 
 def _counts(counts: dict[str, int]) -> str:
+    """Row counts per table, e.g. "3 works, 1 users"."""
     return ", ".join(f"{n} {t}" for t, n in counts.items())
 
 
@@ -34,14 +29,12 @@ def _counts(counts: dict[str, int]) -> str:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite PATH if it exists.")
 @click.pass_obj
-def backup(obj: Any, path: Path, force: bool) -> None:
+def backup(obj: Context, path: Path, force: bool) -> None:
     """Copy the live SQLite database to PATH (online backup; PostgreSQL: use pg_dump)."""
-    from db.backup import BackupError, backup_sqlite
+    from db.backup import backup_sqlite
 
-    try:
-        res = backup_sqlite(obj.settings.database_url, path, force=force, timeout=_timeout(obj))
-    except BackupError as exc:
-        _fail(str(exc))
+    # A BackupError (a path or database that cannot be used) exits 2: cli/errors.py.
+    res = backup_sqlite(obj.settings.database_url, path, force=force, timeout=_timeout(obj))
     click.echo(f"backed up {res.source} to {res.target}: {res.pages} pages, revision "
                f"{res.revision}, {_counts(res.counts)}")  # fmt: skip
 
@@ -50,14 +43,11 @@ def backup(obj: Any, path: Path, force: bool) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Replace a database that already holds data.")
 @click.pass_obj
-def restore(obj: Any, path: Path, force: bool) -> None:
+def restore(obj: Context, path: Path, force: bool) -> None:
     """Restore the SQLite database from a backup made by `labeling backup`."""
-    from db.backup import BackupError, restore_sqlite
+    from db.backup import restore_sqlite
 
-    try:
-        res = restore_sqlite(path, obj.settings.database_url, force=force, timeout=_timeout(obj))
-    except BackupError as exc:
-        _fail(str(exc))
+    res = restore_sqlite(path, obj.settings.database_url, force=force, timeout=_timeout(obj))
     from db.engine import current_revision
 
     engine = obj.engine  # migrates a backup from an older version and rebuilds indexes

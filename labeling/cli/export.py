@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import click
 
-EXIT_BAD_INPUT = 2
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    """Print an error to stderr and exit."""
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
+from labeling.cli.context import Context
+from labeling.cli.errors import EXIT_FAILED, fail
+from labeling.errors import InputError, NotFound
 
 
 def register(main: click.Group) -> None:
@@ -25,30 +19,57 @@ def register(main: click.Group) -> None:
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "parquet"]), required=True,
-              help="File format.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Data file; the manifest goes to PATH.manifest.json.")
-@click.option("--status", type=click.Choice(["validated", "labelled", "all"]),
-              default="validated", show_default=True,
-              help="validated works, works with at least one label, or every work.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "jsonl", "parquet"]),
+    required=True,
+    help="File format.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Data file; the manifest goes to PATH.manifest.json.",
+)
+@click.option(
+    "--status",
+    type=click.Choice(["validated", "labelled", "all"]),
+    default="validated",
+    show_default=True,
+    help="validated works, works with at least one label, or every work.",
+)
 @click.option("--campaign", help="Only this campaign's works and labels (name or id).")
 @click.option("--questions", help="Comma-separated schema questions (default: all).")
-@click.option("--since", type=click.DateTime(["%Y-%m-%d"]),
-              help="Works with a label made on or after this day (UTC, YYYY-MM-DD).")
-@click.option("--until", type=click.DateTime(["%Y-%m-%d"]),
-              help="Works with a label made on or before this day (UTC, YYYY-MM-DD).")
-@click.option("--long", "long_", is_flag=True,
-              help="Also write every current label (one row per question) to PATH.labels.EXT.")
-@click.option("--pseudonymize", is_flag=True,
-              help="Replace annotator and lead names by stable pseudonyms.")
+@click.option(
+    "--since",
+    type=click.DateTime(["%Y-%m-%d"]),
+    help="Works with a label made on or after this day (UTC, YYYY-MM-DD).",
+)
+@click.option(
+    "--until",
+    type=click.DateTime(["%Y-%m-%d"]),
+    help="Works with a label made on or before this day (UTC, YYYY-MM-DD).",
+)
+@click.option(
+    "--long",
+    "long_",
+    is_flag=True,
+    help="Also write every current label (one row per question) to PATH.labels.EXT.",
+)
+@click.option(
+    "--pseudonymize", is_flag=True, help="Replace annotator and lead names by stable pseudonyms."
+)
 @click.option("--user", "user_name", help="Record this user as the exporter.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.option("--processes", type=click.IntRange(min=1),
-              help="Worker processes for a large export (default: LABELING_EXPORT_PROCESSES, "
-                   "else 2; 1 = none, less memory).")
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    help="Worker processes for a large export (default: LABELING_EXPORT_PROCESSES, "
+    "else 2; 1 = none, less memory).",
+)
 @click.pass_obj
-def export(obj: Any, fmt: str, out: Path, status: str, campaign: str | None,
+def export(obj: Context, fmt: str, out: Path, status: str, campaign: str | None,
            questions: str | None, since: datetime | None, until: datetime | None, long_: bool,
            pseudonymize: bool, user_name: str | None, as_json: bool,
            processes: int | None) -> None:  # fmt: skip
@@ -56,12 +77,11 @@ def export(obj: Any, fmt: str, out: Path, status: str, campaign: str | None,
     from sqlalchemy import select
 
     from db.models import User
-    from labeling.export.gold_set import ExportError, ExportFilters, export_gold
-    from labeling.export.parallel import WorkerError
+    from labeling.export.gold_set import ExportFilters, export_gold
 
     names = tuple(q.strip() for q in questions.split(",") if q.strip()) if questions else None
     if questions is not None and not names:
-        _fail("--questions is empty: give comma-separated question names")
+        raise InputError("--questions is empty: give comma-separated question names")
     filters = ExportFilters(
         status=status, campaign=campaign, questions=names,
         since=since.date() if since else None, until=until.date() if until else None,
@@ -73,17 +93,13 @@ def export(obj: Any, fmt: str, out: Path, status: str, campaign: str | None,
         with engine.connect() as conn:
             user_id = conn.execute(select(User.id).where(User.name == user_name)).scalar()
         if user_id is None:
-            _fail(f"no user named {user_name!r}")
+            raise NotFound(f"no user named {user_name!r}")
     try:
         result = export_gold(engine, schema, out, fmt=fmt, filters=filters, long=long_,
                              pseudonymize=pseudonymize, user_id=user_id,
                              processes=processes or obj.settings.export_processes)  # fmt: skip
-    except ExportError as exc:
-        _fail(str(exc))
-    except WorkerError as exc:  # a database or disk error inside a worker process
-        _fail(f"export failed: {exc}", 1)
-    except OSError as exc:
-        _fail(f"cannot write {out}: {exc.strerror or exc}", 1)
+    except OSError as exc:  # ExportError (exit 2), WorkerError (1): cli/errors.py
+        fail(f"cannot write {out}: {exc.strerror or exc}", EXIT_FAILED)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
         return

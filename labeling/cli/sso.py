@@ -10,14 +10,10 @@ from typing import Any
 import click
 
 from db.models import ROLES
+from labeling.cli.context import Context
+from labeling.cli.errors import EXIT_BAD_INPUT, exit_for
 
-EXIT_BAD_INPUT = 2
 ROLE_CHOICE = click.Choice(list(ROLES))
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
 
 
 def _who() -> str:
@@ -39,6 +35,7 @@ def sso() -> None:
 
 
 def _echo_mapping(verb: str, m: Any) -> None:
+    """One line for a mapping made or removed."""
     target = f"user {m.user} ({m.role})" if m.user else f"new users get role {m.role}"
     click.echo(f"{verb} [{m.id}] {m.kind} {m.value} -> {target}")
 
@@ -49,15 +46,11 @@ def _echo_mapping(verb: str, m: Any) -> None:
 @click.argument("user")
 @click.option("--role", type=ROLE_CHOICE, help="Create USER with this role when missing.")
 @click.pass_obj
-def add_subject(obj: Any, issuer: str, subject: str, user: str, role: str | None) -> None:
+def add_subject(obj: Context, issuer: str, subject: str, user: str, role: str | None) -> None:
     """Let the identity ISSUER + SUBJECT (the iss and sub claims) sign in as USER."""
-    from labeling.auth.sso import SSOError
     from labeling.auth.sso_mappings import map_subject
 
-    try:
-        m = map_subject(obj.engine, issuer, subject, user, role=role, created_by=_who())
-    except SSOError as exc:
-        _fail(str(exc))
+    m = map_subject(obj.engine, issuer, subject, user, role=role, created_by=_who())
     _echo_mapping("mapped", m)
 
 
@@ -66,15 +59,11 @@ def add_subject(obj: Any, issuer: str, subject: str, user: str, role: str | None
 @click.argument("user")
 @click.option("--role", type=ROLE_CHOICE, help="Create USER with this role when missing.")
 @click.pass_obj
-def add_email(obj: Any, email: str, user: str, role: str | None) -> None:
+def add_email(obj: Context, email: str, user: str, role: str | None) -> None:
     """Let whoever the provider verifies as EMAIL sign in as USER."""
-    from labeling.auth.sso import SSOError
     from labeling.auth.sso_mappings import map_email
 
-    try:
-        m = map_email(obj.engine, email, user, role=role, created_by=_who())
-    except SSOError as exc:
-        _fail(str(exc))
+    m = map_email(obj.engine, email, user, role=role, created_by=_who())
     _echo_mapping("mapped", m)
 
 
@@ -83,22 +72,18 @@ def add_email(obj: Any, email: str, user: str, role: str | None) -> None:
 @click.option("--role", type=click.Choice([r for r in ROLES if r != "admin"]), required=True,
               help="Role of the users created on their first sign-in.")  # fmt: skip
 @click.pass_obj
-def add_domain(obj: Any, domain: str, role: str) -> None:
+def add_domain(obj: Context, domain: str, role: str) -> None:
     """Let anyone with a verified address at DOMAIN sign in; new users get --role."""
-    from labeling.auth.sso import SSOError
     from labeling.auth.sso_mappings import map_domain
 
-    try:
-        m = map_domain(obj.engine, domain, role, created_by=_who())
-    except SSOError as exc:
-        _fail(str(exc))
+    m = map_domain(obj.engine, domain, role, created_by=_who())
     _echo_mapping("added", m)
 
 
 @sso.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the mappings as JSON.")
 @click.pass_obj
-def list_cmd(obj: Any, as_json: bool) -> None:
+def list_cmd(obj: Context, as_json: bool) -> None:
     """List every mapping: id, kind, issuer, value, user, role, last use."""
     from labeling.auth.sso_mappings import list_mappings
 
@@ -118,17 +103,18 @@ def list_cmd(obj: Any, as_json: bool) -> None:
 @sso.command("remove")
 @click.argument("ids", type=int, nargs=-1, required=True)
 @click.pass_obj
-def remove(obj: Any, ids: tuple[int, ...]) -> None:
+def remove(obj: Context, ids: tuple[int, ...]) -> None:
     """Remove mappings by id (see `labeling sso list`); users and labels stay."""
     from labeling.auth.sso import SSOError
     from labeling.auth.sso_mappings import unmap
 
-    failed = False
-    for mapping_id in ids:
+    code = 0
+    for mapping_id in ids:  # one id that cannot be removed does not stop the others
         try:
             _echo_mapping("removed", unmap(obj.engine, mapping_id))
         except SSOError as exc:
-            click.echo(f"error: {exc}", err=True)
-            failed = True
-    if failed:
-        sys.exit(EXIT_BAD_INPUT)
+            failed, message = exit_for(exc, "sso") or (EXIT_BAD_INPUT, str(exc))
+            click.echo(f"error: {message}", err=True)
+            code = max(code, failed)
+    if code:
+        sys.exit(code)

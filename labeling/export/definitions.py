@@ -14,6 +14,7 @@ import pyarrow as pa
 from sqlalchemy import Connection, exists, func, select
 
 from db.models import STATUS_VALIDATED, Campaign, CampaignItem, Label, User, Work
+from labeling.errors import InputError
 from labeling.frames.machine_columns import SCORE_COLUMNS, call_columns
 from labeling.inputs import row_id, shown, storable
 from labeling.schema import Question, Schema
@@ -42,7 +43,7 @@ _ARROW = {"str": pa.string(), "answer": pa.string(), "int": pa.int64(), "float":
           "bool": pa.bool_(), "list": pa.list_(pa.string())}  # fmt: skip
 
 
-class ExportError(ValueError):
+class ExportError(InputError):
     """An export that cannot be made (bad filter, unknown campaign or question)."""
 
 

@@ -39,6 +39,7 @@ from sqlalchemy import Engine, func, select
 
 from db.engine import make_engine, shared_snapshot, snapshot_connection
 from db.models import Work
+from labeling.errors import StorageError
 from labeling.export.definitions import ExportFilters, resolve_campaign, work_conditions
 from labeling.export.table import CHUNK, GoldChunk, iter_tables
 from labeling.schema import Schema
@@ -54,7 +55,7 @@ WORKER_HOOK: Callable[[int], None] | None = None  # tests: called in a worker be
 _STARTING = threading.Lock()  # one export at a time swaps __main__ (see _plain_main)
 
 
-class WorkerError(RuntimeError):
+class WorkerError(StorageError):
     """A worker process failed; the message carries the worker's own error."""
 
 

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import orjson
 
+from labeling.errors import InputError
 from labeling.frames.checks import check_record, normalize_work_id, score_paths
 from labeling.frames.machine_columns import MachinePlan, machine_digest, machine_hash, machine_plan
 from labeling.schema import Schema
@@ -28,7 +29,7 @@ MAX_VALUE_PROBLEMS = 3
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
-class FrameReadError(Exception):
+class FrameReadError(InputError):
     """The frame file cannot be opened or read (not a per-line problem)."""
 
 

@@ -14,9 +14,10 @@ from sqlalchemy.orm import Session, aliased
 
 from db.engine import read_session, write_session
 from db.models import Campaign, CampaignItem, Label, Lease, Work, utcnow
+from labeling.errors import CampaignError
 from labeling.inputs import row_id, storable
 from labeling.review.filters import SCORE_STRATEGIES, filter_clauses, validate_filter
-from labeling.review.sampling import CampaignError, draw_sample, validate_bins
+from labeling.review.sampling import draw_sample, validate_bins
 from labeling.review.validation import RULES
 from labeling.schema import Schema
 

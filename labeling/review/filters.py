@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import false, func
 
 from db.models import STATUSES, Work
-from labeling.review.sampling import CampaignError
+from labeling.errors import CampaignError
 
 SCORE_STRATEGIES = (
     "score_opus",

@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import Engine, select
 
 from db.engine import read_session
-from db.faults import StorageError, storage_errors
 from db.models import Campaign, Work, utcnow
 from labeling.abstracts.cache import AbstractState, Prefetcher, get_abstracts
+from labeling.errors import StorageError, storage_errors
 from labeling.inputs import storable
 from labeling.review.card import WorkCard, build_card
 from labeling.review.labels import (

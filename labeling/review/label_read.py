@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from labeling.errors import InputError
 from labeling.export.csv_cells import unneutralise
 from labeling.inputs import shown, storable
 from labeling.review.labels import LabelError
@@ -31,7 +32,7 @@ _READ_ERRORS = (OSError, EOFError, zlib.error, csv.Error, UnicodeError)
 Row = dict[str, Any]
 
 
-class CellError(ValueError):
+class CellError(InputError):
     """A cell that cannot be read as what its column holds."""
 
 

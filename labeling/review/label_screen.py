@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from labeling.abstracts.cache import Prefetcher
+from labeling.errors import InputError
 from labeling.review import flow
 from labeling.review.progress import Progress, my_progress
 from labeling.review.queue import held_campaign
@@ -25,7 +26,7 @@ MAX_NOTE = 20_000  # characters; a longer note is refused with a message, never 
 MAX_TIME_MS = 24 * 3600 * 1000
 
 
-class ActionError(ValueError):
+class ActionError(InputError):
     """A browser action that cannot be applied (malformed, or for a work no longer shown)."""
 
 

@@ -13,7 +13,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
-from db.faults import storage_errors
 from db.models import (
     STATUS_VALIDATED,
     Campaign,
@@ -24,6 +23,7 @@ from db.models import (
     Work,
     utcnow,
 )
+from labeling.errors import Conflict, InputError, storage_errors
 from labeling.review.validation import (
     SKIP_REASONS,
     AnswerError,
@@ -39,11 +39,11 @@ if TYPE_CHECKING:
 _SUBMIT_ATTEMPTS = 3
 
 
-class LabelError(ValueError):
+class LabelError(InputError):
     """A label that cannot be recorded; the message says why."""
 
 
-class LeaseError(LabelError):
+class LeaseError(Conflict, LabelError):
     """A first label submitted without holding the work's lease (expired and taken over)."""
 
 

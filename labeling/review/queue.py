@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
 from db.models import Campaign, CampaignItem, Label, Lease, UTCDateTime, Work, utcnow
+from labeling.errors import Conflict
 from labeling.review.campaigns import add_items
 
 CLAIM_ATTEMPTS = 8
@@ -34,7 +35,7 @@ GOLD_CANDIDATES = 50
 _RETRY_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock (PostgreSQL)
 
 
-class QueueError(ValueError):
+class QueueError(Conflict):
     """A claim that cannot be served (unknown campaign, persistent contention)."""
 
 

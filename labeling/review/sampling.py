@@ -8,15 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from labeling.errors import CampaignError
+
 DEFAULT_BINS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 ALLOCATIONS = ("proportional", "equal")
-
-
-class CampaignError(ValueError):
-    """A campaign (or its sample) that cannot be created or found; the message says why.
-
-    Defined here, below campaigns, so that a sample that cannot be drawn raises it too.
-    """
 
 
 def validate_bins(bins: Sequence[float] | None) -> list[float]:

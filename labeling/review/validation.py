@@ -26,6 +26,7 @@ from db.models import (
     Work,
     utcnow,
 )
+from labeling.errors import InputError
 from labeling.inputs import shown, storable
 from labeling.schema import BINARY_LABELS, Question, Schema
 
@@ -36,11 +37,11 @@ LEAD_ROLES = ("lead", "admin")
 _RULE_VIA = re.compile(r"^rule:[a-z]+:k=\d+:c(\d+)$")
 
 
-class AnswerError(ValueError):
+class AnswerError(InputError):
     """Answers that do not fit the schema; the message lists every problem."""
 
 
-class ValidationError(ValueError):
+class ValidationError(InputError):
     """An adjudication or reopen that cannot be done (unknown work, not a lead, ...)."""
 
 

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import Engine, select
 
 from db.engine import read_session
-from db.faults import StorageError
 from db.models import Label, Lease
+from labeling.errors import StorageError
 from labeling.review import flow
 from labeling.review import label_screen as ls
 from labeling.review.campaigns import create_campaign

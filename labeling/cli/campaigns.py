@@ -1,0 +1,95 @@
+"""`labeling campaigns ...`: which works, in what order, how many labels each."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from labeling.cli.context import Context
+from labeling.errors import InputError
+
+STRATEGIES = ["score_opus", "score_gpt", "score_max", "score_spread", "teacher_disagreement",
+              "threshold_uncertainty", "random", "stratified"]  # fmt: skip
+
+
+def register(main: click.Group) -> None:
+    """Attach the `campaigns` group to the main group."""
+    main.add_command(campaigns)
+
+
+@click.group()
+def campaigns() -> None:
+    """Labelling campaigns: which works, in what order, how many labels each."""
+
+
+@campaigns.command("create")
+@click.argument("name")
+@click.option("--strategy", type=click.Choice(STRATEGIES), default="score_max", show_default=True)
+@click.option(
+    "--overlap",
+    "-k",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Independent labels each work needs.",
+)
+@click.option("--blind", is_flag=True, help="Hide machine scores until the label is submitted.")
+@click.option("--questions", help="Comma-separated schema questions to ask (default: all).")
+@click.option("--lease-minutes", type=click.FloatRange(min=0.1), default=15.0, show_default=True)
+@click.option("--sample-size", "-n", type=click.IntRange(1), help="n for random/stratified.")
+@click.option(
+    "--allocation",
+    default="proportional",
+    show_default=True,
+    help="Stratified: proportional, equal, or a number per stratum.",
+)
+@click.option("--bins", help="Stratified: score_max bin edges, e.g. 0,0.1,0.5,1.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--rule", type=click.Choice(["unanimous", "majority"]), default="unanimous", show_default=True
+)
+@click.option("--gold-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
+@click.option(
+    "--filter",
+    "filter_json",
+    help='Work filter as JSON, e.g. \'{"field": ["Medicine"], "year_min": 2015, '
+    '"score_max": [0.5, 1]}\'.',
+)
+@click.pass_obj
+def campaigns_create(obj: Context, name: str, strategy: str, overlap: int, blind: bool,
+                     questions: str | None, lease_minutes: float, sample_size: int | None,
+                     allocation: str, bins: str | None, seed: int, rule: str, gold_rate: float,
+                     filter_json: str | None) -> None:  # fmt: skip
+    """Create a campaign and queue its works."""
+    from labeling.review.campaigns import create_campaign
+
+    try:
+        filt = json.loads(filter_json) if filter_json else None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"--filter is not valid JSON: {exc}") from exc
+    alloc: str | int = int(allocation) if allocation.isdigit() else allocation
+    try:
+        edges = [float(x) for x in bins.split(",")] if bins else None
+    except ValueError as exc:
+        raise InputError(f"--bins must be comma-separated numbers, not {bins!r}") from exc
+    info = create_campaign(
+        obj.engine, name=name, strategy=strategy, filter=filt, overlap=overlap, blind=blind,
+        questions=[q.strip() for q in questions.split(",")] if questions else None,
+        lease_seconds=int(lease_minutes * 60), sample_size=sample_size, allocation=alloc,
+        bins=edges, seed=seed, rule=rule, gold_rate=gold_rate, schema=obj.schema(),
+    )  # fmt: skip
+    kind = "probability sample" if info.is_probability_sample else "score order (not a sample)"
+    click.echo(f"created campaign {info.name} (id {info.id}): {info.n_items} works, {kind}")
+
+
+@campaigns.command("list")
+@click.pass_obj
+def campaigns_list(obj: Context) -> None:
+    """List campaigns with their progress."""
+    from labeling.review.campaigns import list_campaigns
+
+    for c in list_campaigns(obj.engine):
+        state = "active" if c.active else "closed"
+        click.echo(f"{c.id}\t{c.name}\t{c.strategy}\tk={c.overlap}\t{c.n_done}/{c.n_items}\t"
+                   f"{state}")  # fmt: skip

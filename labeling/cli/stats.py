@@ -1,0 +1,124 @@
+"""Statistics commands: `labeling agreement`, `labeling estimates`, `labeling machines`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from labeling.cli.context import Context
+
+
+def register(main: click.Group) -> None:
+    """Attach the statistics commands to the main group."""
+    main.add_command(agreement)
+    main.add_command(estimates)
+    main.add_command(machines)
+
+
+@click.command()
+@click.option("--campaign", help="One campaign (default: every label).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--n-boot", type=click.IntRange(0), default=200, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--min-pair-n",
+    type=click.IntRange(2),
+    default=2,
+    show_default=True,
+    help="Fewest common works for a pair's Cohen's kappa; pairs sharing fewer are "
+    "listed as left out, with the reason.",
+)
+@click.pass_obj
+def agreement(
+    obj: Context, campaign: str | None, as_json: bool, n_boot: int, seed: int, min_pair_n: int
+) -> None:
+    """Inter-annotator agreement per question and label, with bootstrap intervals."""
+    from labeling.reports.agreement import agreement_for
+
+    report = agreement_for(
+        obj.engine, obj.schema(), campaign, n_boot=n_boot, seed=seed, min_pair_n=min_pair_n
+    )
+    if as_json:
+        click.echo(json.dumps(report, indent=2, allow_nan=False))
+        return
+    click.echo(_agreement_table(report))
+
+
+def _fmt(v: float | None) -> str:
+    """A coefficient in six characters, `-` when undefined."""
+    return "   -  " if v is None else f"{v:6.3f}"
+
+
+def _ci(ci: list[float] | None) -> str:
+    """A 95% interval in brackets, or nothing."""
+    return "" if not ci else f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def _agreement_table(report: dict[str, Any]) -> str:
+    """The agreement report as a text table, then the pairs and the pairs left out."""
+    lines = [f"{'question / label':44} {'works':>6} {'labels':>6}  alpha (95% CI)          "
+             f"fleiss  AC1     %agree"]  # fmt: skip
+    for name, q in report["questions"].items():
+        rows = [(name, q)] + [(f"  {lab}", v) for lab, v in q.get("labels", {}).items()]
+        for title, r in rows:
+            lines.append(
+                f"{title[:44]:44} {r['n_works']:6d} {r['n_labels']:6d}  "
+                f"{_fmt(r['krippendorff_alpha'])}{_ci(r['alpha_ci']):18} "
+                f"{_fmt(r['fleiss_kappa'])} {_fmt(r['gwet_ac1'])} {_fmt(r['percent_agreement'])}"
+            )
+    if report["pairs"]:
+        lines.append(
+            "\nCohen's kappa per pair of annotators (question, n common works; "
+            "- = undefined, both gave one and the same answer throughout):"
+        )
+        for p in report["pairs"]:
+            lines.append(f"  {p['a']} x {p['b']}  {p['question']:20} n={p['n']:<5d} "
+                         f"kappa={_fmt(p['cohen_kappa']).strip()}")  # fmt: skip
+    if report["pairs_left_out"]:
+        lines.append(f"\nPairs left out (fewer than {report['min_pair_n']} common works):")
+        for p in report["pairs_left_out"]:
+            lines.append(f"  {p['a']} x {p['b']}  {p['question']:20} n={p['n']}")
+    lines.append(f"\n(bootstrap over works: {report['n_boot']} replicates, seed {report['seed']})")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--campaign", required=True, help="A random or stratified sample campaign.")
+@click.option("--json", "as_json", is_flag=True, help="Print the estimates as JSON.")
+@click.pass_obj
+def estimates(obj: Context, campaign: str, as_json: bool) -> None:
+    """Design-based prevalence of every label in the frame (probability samples only)."""
+    from labeling.reports.evaluation import frame_estimates
+
+    report = frame_estimates(obj.engine, obj.schema(), campaign)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, allow_nan=False, default=str))
+        return
+    if not report["estimable"]:
+        click.echo(f"{report['campaign']}: {report['reason']}")
+        return
+    click.echo(
+        f"{report['campaign']}: frame of {report['population']} works, "
+        f"{report['n_validated']} of {report['n_sampled']} sampled works validated"
+    )
+    click.echo(f"({report['assumption']})")
+    for qname, q in report["questions"].items():
+        for label, e in q["labels"].items():
+            est = "   -  " if e["estimate"] is None else f"{e['estimate']:6.3f}"
+            ci = "" if e["lo"] is None else f" [{e['lo']:.3f}, {e['hi']:.3f}]"
+            click.echo(f"  {qname:15} {label[:40]:40} {est}{ci:18} n={e['n']}")
+
+
+@click.command()
+@click.option("--campaign", help="Validated works of one campaign (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_obj
+def machines(obj: Context, campaign: str | None, as_json: bool) -> None:
+    """Each teacher, the candidate and the consensus against the validated human answers."""
+    from labeling.reports.evaluation import machine_report
+
+    report = machine_report(obj.engine, obj.schema(), campaign)
+    click.echo(json.dumps(report, indent=None if not as_json else 2, allow_nan=False,
+                          default=str))  # fmt: skip
