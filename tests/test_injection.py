@@ -35,7 +35,7 @@ from labeling.database import dispose_all
 from labeling.export.gold_set import ExportError, ExportFilters, export_gold, preview
 from labeling.review.campaigns import CampaignError, create_campaign, find_campaign, get_campaign
 from labeling.review.disputes import mark_gold, parse_work_ids, unmark_gold, work_status
-from labeling.review.labels import edit_label, user_labels
+from labeling.review.labels import LabelSubmission, edit_label, user_labels
 from labeling.review.validation import ValidationError, adjudicate, reopen
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA
@@ -228,10 +228,12 @@ def test_label_notes_are_stored_verbatim(world: dict[str, Any]) -> None:
     me = world["annotator"]
     work = world["disputed"]
     for i, p in enumerate(PAYLOADS):
-        edit_label(engine, campaign_id=cid, work_id=work, user_id=me,
-                   answers=user_labels(engine, cid, me)[-1].answers, note=p, flagged=True,
-                   schema_hash=schema.hash, scores_visible=True, model_version="m",
-                   time_on_item_ms=1, submission_id=f"edit-{i}", schema=schema)
+        edit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id=work, user_id=me,
+            answers=user_labels(engine, cid, me)[-1].answers, note=p, flagged=True,
+            schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
+            submission_id=f"edit-{i}",
+        ), schema=schema)
         mine = {v.work_id: v for v in user_labels(engine, cid, me)}
         assert mine[work].note == p
     after = counts(engine)

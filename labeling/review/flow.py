@@ -20,6 +20,7 @@ from labeling.review.card import WorkCard, build_card
 from labeling.review.labels import (
     LabelError,
     LabelResult,
+    LabelSubmission,
     LabelView,
     LeaseError,
     edit_label,
@@ -354,17 +355,18 @@ def save(
                            False)
     answers = {k: v for k, v in draft.answers.items() if v is not None}
     writer = edit_label if item.editing is not None else submit_label
+    if time_on_item_ms is None:
+        time_on_item_ms = int((time.monotonic() - item.shown_at) * 1000)
+    submission = LabelSubmission(
+        campaign_id=item.campaign_id, work_id=item.work_id, user_id=user_id, answers=answers,
+        skipped=skipped, skip_reason=skip_reason, flagged=draft.flagged,
+        note=draft.note.strip() or None, confidence=draft.confidence, schema_hash=schema.hash,
+        scores_visible=item.scores_visible,
+        model_version=item.card.model_version if item.card else None,
+        time_on_item_ms=time_on_item_ms, submission_id=item.submission_id,
+    )
     try:
-        result = writer(
-            engine, campaign_id=item.campaign_id, work_id=item.work_id, user_id=user_id,
-            answers=answers, skipped=skipped, skip_reason=skip_reason, flagged=draft.flagged,
-            note=draft.note.strip() or None, confidence=draft.confidence,
-            schema_hash=schema.hash, scores_visible=item.scores_visible,
-            model_version=item.card.model_version if item.card else None,
-            time_on_item_ms=time_on_item_ms if time_on_item_ms is not None
-            else int((time.monotonic() - item.shown_at) * 1000),
-            submission_id=item.submission_id, schema=schema,
-        )
+        result = writer(engine, submission, schema=schema)
     except LeaseError as exc:
         return SaveOutcome(False, str(exc), True)
     except LabelError as exc:
