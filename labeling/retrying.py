@@ -22,7 +22,7 @@ def retry_now(
     *,
     attempts: int,
     retry_on: Callable[[BaseException], bool],
-    exhausted: Callable[[BaseException], Exception],
+    exhausted: Callable[[BaseException], Exception] | None = None,
 ) -> T:
     """Call fn until it returns, again at once after a failure retry_on accepts.
 
@@ -30,17 +30,19 @@ def retry_now(
         fn: one attempt (its own transaction).
         attempts: most calls of fn.
         retry_on: whether a failure lost a race (retried); any other failure propagates as is.
-        exhausted: the error raised (from the last failure) once every attempt lost.
+        exhausted: the error raised (from the last failure) once every attempt lost;
+            None raises the last failure itself.
     """
     retrying = tenacity.Retrying(
         stop=tenacity.stop_after_attempt(attempts),
         retry=tenacity.retry_if_exception(retry_on),
+        reraise=exhausted is None,
     )
     try:
         return retrying(fn)
     except tenacity.RetryError as err:
         last = err.last_attempt.exception()
-        assert last is not None  # only failures are retried
+        assert last is not None and exhausted is not None  # only failures are retried
         raise exhausted(last) from last
 
 

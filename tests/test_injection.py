@@ -38,7 +38,7 @@ from labeling.review.disputes import mark_gold, parse_work_ids, unmark_gold, wor
 from labeling.review.labels import LabelSubmission, edit_label, user_labels
 from labeling.review.validation import ValidationError, adjudicate, reopen
 from labeling.schema import Schema, load_schema
-from labeling.settings import DEFAULT_SCHEMA
+from labeling.settings import DEFAULT_SCHEMA, get_settings
 from tests.factories import answers_for
 from tests.test_label_page import PASSWORD, build_label_db
 from tests.test_lead_pages import label_pair
@@ -433,7 +433,8 @@ def test_nul_byte_in_a_label_note(world: dict[str, Any], monkeypatch: pytest.Mon
 
     monkeypatch.setattr(flow, "MIN_DWELL", 0.0)
     engine, schema = world["engine"], world["schema"]
-    item = flow.next_item(engine, get_campaign(engine, "top").id, world["annotator"], schema)
+    item = flow.next_item(engine, get_campaign(engine, "top").id, world["annotator"], schema,
+                          settings=get_settings())
     draft = flow.Draft.fresh(item.questions)
     draft.answers.update(answers_for(schema, 0))
     draft.note = NUL
