@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import math
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from db.models import utcnow
+from labeling.numbers import finite_or_none
 from labeling.retrying import Transient, retry_backoff
 from labeling.settings import Settings
 
@@ -98,7 +98,8 @@ def _retry_after(response: httpx.Response) -> float | None:
             return None
         when = when if when.tzinfo else when.replace(tzinfo=UTC)
         seconds = (when - utcnow()).total_seconds()
-    return min(max(0.0, seconds), MAX_ERROR_HOLD) if math.isfinite(seconds) else None
+    finite = finite_or_none(seconds)
+    return None if finite is None else min(max(0.0, finite), MAX_ERROR_HOLD)
 
 
 def _log_retry(failure: Transient[FetchResult], tries: int, delay: float) -> None:
