@@ -137,28 +137,28 @@ _SLOW_SUBMIT = """
     labels.reevaluate_work = stall
     url, cid, wid, uid = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     schema = load_schema(DEFAULT_SCHEMA)
-    labels.submit_label(
-        make_engine(url), campaign_id=cid, work_id=wid, user_id=uid,
+    labels.submit_label(make_engine(url), labels.LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=uid,
         answers=answers_for(schema), schema_hash=schema.hash, scores_visible=True,
-        model_version="m", time_on_item_ms=1, submission_id="killed-1", schema=schema,
-    )
+        model_version="m", time_on_item_ms=1, submission_id="killed-1",
+    ), schema=schema)
 """
 
 _SUBMIT = """
     import sys
     from db.engine import make_engine
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.factories import answers_for
 
     url, cid, wid, uid = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     schema = load_schema(DEFAULT_SCHEMA)
-    res = submit_label(
-        make_engine(url, busy_timeout_ms=5000), campaign_id=cid, work_id=wid, user_id=uid,
+    res = submit_label(make_engine(url, busy_timeout_ms=5000), LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=uid,
         answers=answers_for(schema, 1), schema_hash=schema.hash, scores_visible=True,
-        model_version="m", time_on_item_ms=1, submission_id="after-1", schema=schema,
-    )
+        model_version="m", time_on_item_ms=1, submission_id="after-1",
+    ), schema=schema)
     print(res.label_id, res.created)
 """
 
@@ -411,7 +411,7 @@ def test_disk_full_on_submit_records_nothing_then_the_retry_saves_once(
 _FULL_SUBMIT = """
     import os, resource, signal, sys
     from db.engine import make_engine
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from db.faults import StorageError
@@ -425,11 +425,11 @@ _FULL_SUBMIT = """
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     try:
-        submit_label(
-            engine, campaign_id=cid, work_id=wid, user_id=uid, answers=answers_for(schema),
+        submit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id=wid, user_id=uid, answers=answers_for(schema),
             schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
-            submission_id="nospace-1", schema=schema, note="x" * 200_000,
-        )
+            submission_id="nospace-1", note="x" * 200_000,
+        ), schema=schema)
     except StorageError as exc:
         print(type(exc).__name__, exc, flush=True)
         sys.exit(3)
