@@ -265,7 +265,7 @@ def build_demo(path: Path, schema: Schema, n_works: int = 20) -> tuple[Engine, i
     from labeling.auth.users import get_user
     from labeling.frames.demo import build_demo as demo
     from labeling.review.campaigns import get_campaign
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.review.queue import claim_next
 
     done = path.with_suffix(".done")
@@ -290,10 +290,11 @@ def build_demo(path: Path, schema: Schema, n_works: int = 20) -> tuple[Engine, i
                 record = session.execute(select(Work.record).where(
                     Work.id == claim.work_id)).scalar_one()
             answers = _answer(schema, _truth(schema, record), 0.05 + 0.1 * a, rng)
-            submit_label(engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
-                         answers=answers, schema_hash=schema.hash, scores_visible=True,
-                         model_version="demo", time_on_item_ms=int(20_000 + 1000 * i),
-                         submission_id=f"demo:{name}:{i}", schema=schema)
+            submit_label(engine, LabelSubmission(
+                campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers,
+                schema_hash=schema.hash, scores_visible=True, model_version="demo",
+                time_on_item_ms=int(20_000 + 1000 * i), submission_id=f"demo:{name}:{i}",
+            ), schema=schema)
     done.write_text("demo\n")
     return engine, cid
 

@@ -132,7 +132,7 @@ def setup_campaign(engine: Engine, annotators: int) -> tuple[int, list[int]]:
 def worker(url: str, campaign_id: int, user_id: int, ops: int, think_ms: float,
            start: float) -> dict:
     """Claim and submit `ops` times; return the latencies in ms and any errors."""
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
@@ -155,12 +155,11 @@ def worker(url: str, campaign_id: int, user_id: int, ops: int, think_ms: float,
             if think_ms:
                 time.sleep(rng.uniform(0, 2 * think_ms) / 1000)
             t2 = time.perf_counter()
-            submit_label(
-                engine, campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id,
-                answers=answers, schema_hash=schema.hash, scores_visible=True,
-                model_version="bench-v0", time_on_item_ms=1,
-                submission_id=f"b{campaign_id}:{user_id}:{claim.work_id}", schema=schema,
-            )
+            submit_label(engine, LabelSubmission(
+                campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id, answers=answers,
+                schema_hash=schema.hash, scores_visible=True, model_version="bench-v0",
+                time_on_item_ms=1, submission_id=f"b{campaign_id}:{user_id}:{claim.work_id}",
+            ), schema=schema)
             t3 = time.perf_counter()
             claims.append((t1 - t0) * 1000)
             submits.append((t3 - t2) * 1000)

@@ -93,7 +93,7 @@ def warm_up(seconds: float) -> int:
 def annotator(url: str, campaign_id: int, user_id: int, seed: int, start: float) -> dict:
     """One simulated annotator: claim, read briefly, submit, until the queue is empty."""
     from labeling.review.campaigns import campaign_progress
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
@@ -120,12 +120,11 @@ def annotator(url: str, campaign_id: int, user_id: int, seed: int, start: float)
             time.sleep(rng.uniform(0, 0.005))  # "reading" the work
             sid = f"soak-{user_id}-{claim.work_id}"
             t2 = time.time()
-            res = submit_label(
-                engine, campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id,
+            res = submit_label(engine, LabelSubmission(
+                campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id,
                 answers=answers_for(schema, rng.randrange(3)), schema_hash=schema.hash,
-                scores_visible=True, model_version="soak", time_on_item_ms=1,
-                submission_id=sid, schema=schema,
-            )  # fmt: skip
+                scores_visible=True, model_version="soak", time_on_item_ms=1, submission_id=sid,
+            ), schema=schema)  # fmt: skip
             events.append((claim.work_id, user_id, t0, t1, t2, time.time(), res.label_id, sid))
         except Exception as exc:  # noqa: BLE001 - every error, "database is locked" included
             errors.append(f"user {user_id}: {type(exc).__name__}: {exc}")

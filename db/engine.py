@@ -1,4 +1,4 @@
-"""Engine and session factory built from a URL; SQLite gets WAL, a busy timeout and FKs."""
+"""Engine and sessions built from a URL; SQLite gets WAL, a busy timeout and FKs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 try:  # POSIX only; elsewhere SQLite's own busy handler is the only queue
     import fcntl
@@ -83,11 +83,6 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
 def is_sqlite(engine: Engine) -> bool:
     """True when the engine is SQLite (the embedded default)."""
     return engine.dialect.name == "sqlite"
-
-
-def session_factory(engine: Engine) -> sessionmaker[Session]:
-    """A sessionmaker bound to `engine` that keeps objects usable after commit."""
-    return sessionmaker(bind=engine, expire_on_commit=False)
 
 
 _lock_files = threading.local()

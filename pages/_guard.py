@@ -7,19 +7,22 @@ import streamlit as st
 from labeling.auth import access
 from labeling.auth.login_sessions import check_session
 from labeling.auth.users import UserInfo
-from labeling.database import init_db
+from labeling.database import migrated_engine
 from labeling.schema import Schema, load_schema
-from labeling.settings import get_settings
+from labeling.settings import Settings, get_settings
 
 
-@st.cache_resource(show_spinner=False)
-def _engine_for(url: str):  # noqa: ANN202 - an Engine; cached per URL for the process
-    return init_db(url)
+def settings() -> Settings:
+    """The app's settings (the environment's), passed on to the domain code that needs them."""
+    return get_settings()
 
 
-def engine():  # noqa: ANN201
-    """The process-wide engine for the configured database, migrated on first use."""
-    return _engine_for(get_settings().database_url)
+def engine():  # noqa: ANN201 - an Engine (pages never import db or SQLAlchemy types)
+    """The process-wide engine for the configured database, migrated on first use.
+
+    labeling.database holds the one engine per URL (the CLI's route too) and migrates it once.
+    """
+    return migrated_engine(get_settings())
 
 
 @st.cache_resource(show_spinner=False)

@@ -9,7 +9,7 @@ from labeling.review import disputes
 from labeling.review.adjudication import DisputeScreen, apply_dispute_action
 from labeling.review.validation import ValidationError, reopen
 from pages._errors import error_flash
-from pages._guard import engine, require, schema
+from pages._guard import engine, require, schema, settings
 from pages._ui import escape_markdown as esc
 from ui.components import adjudicate_form
 
@@ -63,7 +63,8 @@ st.title("Adjudicate")
 screen = S.get("adj_screen")
 if not isinstance(screen, DisputeScreen) or screen.user_id != user.id:
     screen = S["adj_screen"] = DisputeScreen(user_id=user.id)
-apply_dispute_action(engine(), screen, adjudicate_form.action(S), schema=schema())
+apply_dispute_action(engine(), screen, adjudicate_form.action(S), schema=schema(),
+                     settings=settings())
 data = adjudicate_form.form_data(screen, schema())
 screen.message = None  # said once
 adjudicate_form.mount(data, on_action=_on_action)

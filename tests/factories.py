@@ -92,7 +92,7 @@ def label_next(
     submit_label fields); returns the work id."""
     from labeling.auth.users import get_user
     from labeling.review.campaigns import get_campaign
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.review.queue import claim_next
 
     cid = get_campaign(engine, campaign).id
@@ -102,6 +102,7 @@ def label_next(
     values = {"schema_hash": schema.hash, "scores_visible": True, "model_version": "m",
               "time_on_item_ms": 1000, "submission_id": f"{name}-{cid}-{claim.work_id}",
               **fields}  # fmt: skip
-    submit_label(engine, campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers,
-                 schema=schema, **values)  # fmt: skip
+    submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers, **values,
+    ), schema=schema)  # fmt: skip
     return claim.work_id

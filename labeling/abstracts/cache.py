@@ -35,7 +35,8 @@ from labeling.abstracts.openalex import (
     deinvert,
     normalize_work_id,
 )
-from labeling.settings import Settings, get_settings
+from labeling.retrying import retry_now
+from labeling.settings import Settings
 
 __all__ = [
     "ABSENT", "BATCH_SIZE", "ERROR", "ERROR_RETRY_SECONDS", "INVALID_ID", "MAX_ERROR_HOLD",
@@ -99,31 +100,33 @@ def _store(
             now + timedelta(seconds=max(hold, r.retry_after or 0.0)) if r.state == ERROR else None
         )
         new[wid] = AbstractState(wid, r.state, r.text, r.error, "", now, until)
-    for attempt in range(3):
-        try:
-            kept: dict[str, AbstractState] = {}
-            with write_session(engine) as session:
-                query = select(AbstractCache).where(AbstractCache.work_id.in_(list(new)))
-                rows = {row.work_id: row for row in session.scalars(query)}
-                for wid, e in new.items():
-                    row = rows.get(wid)
-                    if row is None:
-                        session.add(
-                            AbstractCache(work_id=wid, **{c: getattr(e, c) for c in _COLUMNS})
-                        )
-                    elif e.state == ERROR and row.state != ERROR:
-                        kept[wid] = _entry(row)
-                    else:
-                        for name in _COLUMNS:
-                            setattr(row, name, getattr(e, name))
-            return {**new, **kept}
-        except IntegrityError:  # another process inserted one of the ids first: update it
-            if attempt == 2:
-                log.exception("could not cache %d abstracts", len(new))
-        except SQLAlchemyError:  # a failed cache write must not hide fetched abstracts
-            log.exception("could not cache %d abstracts", len(new))
-            break
-    return new
+
+    def write() -> dict[str, AbstractState]:
+        kept: dict[str, AbstractState] = {}
+        with write_session(engine) as session:
+            query = select(AbstractCache).where(AbstractCache.work_id.in_(list(new)))
+            rows = {row.work_id: row for row in session.scalars(query)}
+            for wid, e in new.items():
+                row = rows.get(wid)
+                if row is None:
+                    session.add(AbstractCache(work_id=wid, **{c: getattr(e, c) for c in _COLUMNS}))
+                elif e.state == ERROR and row.state != ERROR:
+                    kept[wid] = _entry(row)
+                else:
+                    for name in _COLUMNS:
+                        setattr(row, name, getattr(e, name))
+        return {**new, **kept}
+
+    try:  # another process inserted one of the ids first (IntegrityError): update it
+        return retry_now(write, attempts=3, retry_on=_inserted_first)
+    except SQLAlchemyError:  # a failed cache write must not hide fetched abstracts
+        log.exception("could not cache %d abstracts", len(new))
+        return new
+
+
+def _inserted_first(exc: BaseException) -> bool:
+    """A concurrent writer cached one of the ids first: the retry updates its row."""
+    return isinstance(exc, IntegrityError)
 
 
 def _fetched(
@@ -187,8 +190,8 @@ def get_abstracts(
     engine: Engine,
     ids: Iterable[str],
     *,
+    settings: Settings,
     client: OpenAlexClient | None = None,
-    settings: Settings | None = None,
     fetch: bool = True,
     clock: Clock = utcnow,
     error_hold: float = ERROR_RETRY_SECONDS,
@@ -199,13 +202,12 @@ def get_abstracts(
         engine: database holding the abstract_cache table.
         ids: work ids or URLs; the result is keyed by the ids exactly as given.
         client: OpenAlex client to use (default: one built from settings, closed after).
-        settings: default get_settings(); openalex_offline=True never calls the network and
+        settings: the OpenAlex settings; openalex_offline=True never calls the network and
             answers "offline" for uncached ids.
         fetch: False answers "pending" for uncached ids instead of fetching them.
         clock: the current UTC time (tests move it forward).
         error_hold: seconds an error is cached before the work is fetched again.
     """
-    settings = settings or get_settings()
     given = {wid: normalize_work_id(wid) for wid in ids}
     unique = list(dict.fromkeys(norm for norm in given.values() if norm))
     known = _load(engine, unique, clock()) if unique else {}
@@ -230,8 +232,8 @@ def show_abstract(
     engine: Engine,
     work_id: str,
     *,
+    settings: Settings,
     client: OpenAlexClient | None = None,
-    settings: Settings | None = None,
 ) -> AbstractState:
     """One work's abstract, from the cache or fetched (for `labeling abstracts show`).
 
@@ -239,7 +241,7 @@ def show_abstract(
         engine: database holding the abstract cache.
         work_id: "W123" or an OpenAlex URL.
         client: OpenAlex client (default: built from settings).
-        settings: default get_settings().
+        settings: the OpenAlex settings.
     """
     return get_abstracts(engine, [work_id], client=client, settings=settings)[work_id]
 
@@ -263,8 +265,8 @@ def prefetch(
     engine: Engine,
     ids: Iterable[str],
     *,
+    settings: Settings,
     client: OpenAlexClient | None = None,
-    settings: Settings | None = None,
     clock: Clock = utcnow,
     progress: Callable[[int], None] | None = None,
 ) -> PrefetchReport:
@@ -274,11 +276,10 @@ def prefetch(
         engine: database holding the abstract cache.
         ids: work ids or URLs (duplicates count once).
         client: OpenAlex client (default: built from settings, closed after).
-        settings: default get_settings(); offline mode fetches nothing.
+        settings: the OpenAlex settings; offline mode fetches nothing.
         clock: the current UTC time.
         progress: called with the number of ids handled after each chunk of 500.
     """
-    settings = settings or get_settings()
     norms = [normalize_work_id(wid) for wid in ids]
     unique = list(dict.fromkeys(norm for norm in norms if norm))
     report = PrefetchReport(invalid=norms.count(None))
@@ -325,8 +326,8 @@ class Prefetcher:
         self,
         engine: Engine,
         *,
+        settings: Settings,
         client: OpenAlexClient | None = None,
-        settings: Settings | None = None,
         max_queued: int = 8,
     ) -> None:
         """Build the prefetcher (one per process, e.g. held by st.cache_resource).
@@ -334,11 +335,11 @@ class Prefetcher:
         Args:
             engine: database holding the abstract cache.
             client: OpenAlex client (default: one built in the worker thread, closed by close()).
-            settings: default get_settings(); offline mode makes submit() a no-op.
+            settings: the OpenAlex settings; offline mode makes submit() a no-op.
             max_queued: most submissions waiting or running; further ones are dropped.
         """
         self._engine, self._client, self._own = engine, client, client is None
-        self._settings = settings or get_settings()
+        self._settings = settings
         self._max_queued = max_queued
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="abstracts")
         self._lock = threading.Lock()

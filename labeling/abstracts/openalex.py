@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import math
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,7 +26,9 @@ from typing import Any
 import httpx
 
 from db.models import utcnow
-from labeling.settings import Settings, get_settings
+from labeling.numbers import finite_or_none
+from labeling.retrying import Transient, retry_backoff
+from labeling.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,13 @@ def _retry_after(response: httpx.Response) -> float | None:
             return None
         when = when if when.tzinfo else when.replace(tzinfo=UTC)
         seconds = (when - utcnow()).total_seconds()
-    return min(max(0.0, seconds), MAX_ERROR_HOLD) if math.isfinite(seconds) else None
+    finite = finite_or_none(seconds)
+    return None if finite is None else min(max(0.0, finite), MAX_ERROR_HOLD)
+
+
+def _log_retry(failure: Transient[FetchResult], tries: int, delay: float) -> None:
+    """Log a failed try before its retry."""
+    log.info("OpenAlex %s (try %d); retrying in %.1fs", failure.result.error, tries, delay)
 
 
 def _detail(response: httpx.Response) -> str:
@@ -133,7 +140,7 @@ class OpenAlexClient:
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: Settings,
         *,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -143,13 +150,13 @@ class OpenAlexClient:
         """Build the client.
 
         Args:
-            settings: URL, api_key, mailto, timeout and retries (default: get_settings()).
+            settings: URL, api_key, mailto, timeout and retries.
             transport: httpx transport (tests pass httpx.MockTransport).
             sleep: called with the seconds to wait between attempts.
             retries: retries after the first attempt (default: settings.openalex_retries).
             timeout: seconds per request (default: settings.openalex_timeout).
         """
-        s = settings or get_settings()
+        s = settings
         self.retries = max(0, s.openalex_retries if retries is None else retries)
         self._sleep = sleep
         self._auth = {"api_key": s.openalex_api_key, "mailto": s.openalex_mailto}
@@ -224,42 +231,42 @@ class OpenAlexClient:
     ) -> dict[str, Any] | FetchResult | None:
         """GET with retries: the JSON object, None on an allowed 404, or an error result."""
         params = {**params, **self._auth}
-        failure = FetchResult(ERROR, error="no attempt made")
-        for attempt in range(self.retries + 1):
-            wait: float | None = None
-            try:
-                response = self._http.get(path, params=params)
-            except httpx.TimeoutException as exc:
-                failure = FetchResult(ERROR, error=f"timeout: {type(exc).__name__}")
-            except httpx.TransportError as exc:
-                failure = FetchResult(ERROR, error=f"network error: {type(exc).__name__} {exc}")
-            except httpx.HTTPError as exc:  # too many redirects, undecodable body: no retry
-                return FetchResult(ERROR, error=f"request failed: {type(exc).__name__} {exc}")
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    return self._json(response)
-                if status == 404 and allow_404:
-                    return None
-                detail = _detail(response)
-                if status == 403:
-                    error = f"HTTP 403, rate limit exceeded{detail}"
-                    return FetchResult(ERROR, error=error, retry_after=_retry_after(response))
-                if status != 429 and status < 500:
-                    return FetchResult(ERROR, error=f"HTTP {status}{detail}")
-                wait = _retry_after(response)
-                kind = "daily limit exceeded" if status == 429 else "server error"
-                failure = FetchResult(
-                    ERROR, error=f"HTTP {status}, {kind}{detail}", retry_after=wait
-                )
-                if wait is not None and wait > self.max_retry_after:
-                    return failure
-            if attempt == self.retries:
-                break
-            delay = wait if wait is not None else min(self.max_backoff, self.backoff * 2**attempt)
-            log.info("OpenAlex %s (try %d); retrying in %.1fs", failure.error, attempt + 1, delay)
-            self._sleep(delay)
-        return failure
+        return retry_backoff(
+            lambda: self._attempt(path, params, allow_404),
+            attempts=self.retries + 1, first=self.backoff, cap=self.max_backoff,
+            sleep=self._sleep, on_retry=_log_retry,
+        )
+
+    def _attempt(
+        self, path: str, params: dict[str, str], allow_404: bool
+    ) -> dict[str, Any] | FetchResult | None:
+        """One GET: the answer, or Transient (429, 5xx, timeout, network) to be retried."""
+        try:
+            response = self._http.get(path, params=params)
+        except httpx.TimeoutException as exc:
+            raise Transient(FetchResult(ERROR, error=f"timeout: {type(exc).__name__}")) from exc
+        except httpx.TransportError as exc:
+            error = f"network error: {type(exc).__name__} {exc}"
+            raise Transient(FetchResult(ERROR, error=error)) from exc
+        except httpx.HTTPError as exc:  # too many redirects, undecodable body: no retry
+            return FetchResult(ERROR, error=f"request failed: {type(exc).__name__} {exc}")
+        status = response.status_code
+        if 200 <= status < 300:
+            return self._json(response)
+        if status == 404 and allow_404:
+            return None
+        detail = _detail(response)
+        if status == 403:
+            error = f"HTTP 403, rate limit exceeded{detail}"
+            return FetchResult(ERROR, error=error, retry_after=_retry_after(response))
+        if status != 429 and status < 500:
+            return FetchResult(ERROR, error=f"HTTP {status}{detail}")
+        wait = _retry_after(response)
+        kind = "daily limit exceeded" if status == 429 else "server error"
+        failure = FetchResult(ERROR, error=f"HTTP {status}, {kind}{detail}", retry_after=wait)
+        if wait is not None and wait > self.max_retry_after:
+            return failure  # a longer wait than we keep a caller for: no retry
+        raise Transient(failure, retry_after=wait)
 
     @staticmethod
     def _json(response: httpx.Response) -> dict[str, Any] | FetchResult:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from labeling.frames.limits import storage_errors
+from labeling.numbers import is_finite_number, is_number
 from labeling.schema import Question, Schema, get_path
 
 EXPECTED_PREDICTION_STATUS = "machine_predicted_unvalidated"
@@ -47,10 +48,6 @@ def normalize_work_id(value: Any) -> str | None:
     return m.group(1).upper() if m else None
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 def _type_name(v: Any) -> str:
     return "null" if v is None else type(v).__name__
 
@@ -66,7 +63,7 @@ def score_error(v: Any, where: str) -> str:
 def _check_unit(v: Any, where: str, errors: list[str]) -> None:
     if v is None:
         return
-    if not _is_number(v):
+    if not is_number(v):
         errors.append(f"{where}: expected a number in [0, 1], got {_type_name(v)}")
     elif not math.isfinite(v) or not 0.0 <= v <= 1.0:
         errors.append(score_error(v, where))
@@ -85,8 +82,8 @@ def _check_vector(v: Any, n: int, where: str, errors: list[str]) -> bool:
     if set(map(type, v)) <= _NUMBER_TYPES and 0.0 <= min(v) and max(v) <= 1.0:
         return True
     i, bad = next((i, x) for i, x in enumerate(v)
-                  if not _is_number(x) or not math.isfinite(x) or not 0.0 <= x <= 1.0)  # fmt: skip
-    if _is_number(bad):
+                  if not is_finite_number(x) or not 0.0 <= x <= 1.0)  # fmt: skip
+    if is_number(bad):
         errors.append(score_error(bad, f"{where}[{i}]"))
     else:
         errors.append(f"{where}[{i}]: scores must be numbers in [0, 1], got {bad!r}")
@@ -238,7 +235,7 @@ def check_record(rec: Any, schema: Schema) -> Checked:
     status = pred.get("prediction_status") if pred else None
     if status is not None and status != EXPECTED_PREDICTION_STATUS:
         c.warnings.append(f"prediction_status is {status!r}, not {EXPECTED_PREDICTION_STATUS!r}")
-    if ms and all(_is_number(ms.get(k)) for k in _MS_UNIT):
+    if ms and all(is_number(ms.get(k)) for k in _MS_UNIT):
         if abs(abs(ms["score_opus"] - ms["score_gpt"]) - ms["score_spread"]) > 1e-6:
             c.warnings.append("machine_scores.score_spread is not |score_opus - score_gpt|")
     return c
@@ -272,11 +269,6 @@ def split_record(rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | 
         return bib, None
     machine = {k: rec[k] for k in ("prediction", "machine_scores") if k in rec}
     return bib, machine
-
-
-def join_record(bib: dict[str, Any], machine: dict[str, Any] | None) -> dict[str, Any]:
-    """The original record from its two stored parts (inverse of split_record)."""
-    return {**bib, **(machine or {})}
 
 
 def score_paths(schema: Schema) -> frozenset[str]:

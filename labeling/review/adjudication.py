@@ -19,6 +19,7 @@ from labeling.review.campaigns import CampaignInfo, list_campaigns
 from labeling.review.flow import abstract_of
 from labeling.review.validation import AnswerError, ValidationError, adjudicate, campaign_questions
 from labeling.schema import Question, Schema
+from labeling.settings import Settings
 
 NO_MAJORITY = "no majority"  # the one wording, in the table and in the form
 ACTIONS = ("adjudicate", "move", "campaign")
@@ -83,7 +84,9 @@ def _questions(screen: DisputeScreen, view: disputes.DisputeView, schema: Schema
     return campaign_questions(camp, schema) if camp else list(schema.questions)
 
 
-def _load(engine: Engine, screen: DisputeScreen, schema: Schema) -> DisputeScreen:
+def _load(
+    engine: Engine, screen: DisputeScreen, schema: Schema, settings: Settings
+) -> DisputeScreen:
     screen.campaigns = list_campaigns(engine)
     if screen.campaign not in {0, *(c.id for c in screen.campaigns)}:
         screen.campaign, screen.index = 0, 0
@@ -91,7 +94,8 @@ def _load(engine: Engine, screen: DisputeScreen, schema: Schema) -> DisputeScree
     screen.index = min(screen.index, max(len(screen.queue) - 1, 0))
     screen.view = screen.queue[screen.index] if screen.queue else None
     screen.questions = _questions(screen, screen.view, schema) if screen.view else []
-    screen.abstract = abstract_of(engine, screen.view.work_id) if screen.view else None
+    view = screen.view
+    screen.abstract = abstract_of(engine, view.work_id, settings=settings) if view else None
     return screen
 
 
@@ -135,7 +139,7 @@ def _adjudicate(engine: Engine, screen: DisputeScreen, payload: Mapping[str, Any
 
 
 def apply_dispute_action(
-    engine: Engine, screen: DisputeScreen, payload: Any, *, schema: Schema
+    engine: Engine, screen: DisputeScreen, payload: Any, *, schema: Schema, settings: Settings
 ) -> DisputeScreen:
     """Apply one browser action (None: none sent), then load the dispute to show.
 
@@ -144,10 +148,11 @@ def apply_dispute_action(
         screen: the page's state (changed in place and returned).
         payload: the component's trigger value.
         schema: the label schema.
+        settings: the OpenAlex settings (the page's), for the dispute's abstract.
     """
     if payload is None:
-        return _load(engine, screen, schema)
-    _load(engine, screen, schema)
+        return _load(engine, screen, schema, settings)
+    _load(engine, screen, schema, settings)
     action_id = payload.get("id") if isinstance(payload, Mapping) else None
     if isinstance(action_id, str) and action_id == screen.ack:
         return screen  # sent twice: applied once already
@@ -172,4 +177,4 @@ def apply_dispute_action(
     except ValueError as exc:
         screen.message = ("error", f"The page sent an action the server cannot use: {exc}.")
         screen.ack_ok = False
-    return _load(engine, screen, schema)
+    return _load(engine, screen, schema, settings)

@@ -20,6 +20,7 @@ from labeling.review.card import WorkCard, build_card
 from labeling.review.labels import (
     LabelError,
     LabelResult,
+    LabelSubmission,
     LabelView,
     LeaseError,
     edit_label,
@@ -30,7 +31,7 @@ from labeling.review.progress import Progress, forget_progress, my_progress  # n
 from labeling.review.queue import QueueError, claim_next, release_lease, renew_lease, upcoming
 from labeling.review.validation import SKIP_REASONS, campaign_questions
 from labeling.schema import Question, Schema
-from labeling.settings import Settings, get_settings
+from labeling.settings import Settings
 
 CONFIDENCE = ((1, "low"), (2, "medium"), (3, "high"))
 SKIP_LABELS = {
@@ -223,13 +224,13 @@ def _load_work(engine: Engine, work_id: str) -> dict[str, Any]:
 
 def _view(
     engine: Engine, camp: Campaign, user_id: int, schema: Schema, work_id: str | None,
-    prefetcher: Prefetcher | None, **extra: Any,
+    prefetcher: Prefetcher | None, settings: Settings, **extra: Any,
 ) -> ItemView:
     questions = tuple(campaign_questions(camp, schema))
     card = abstract = None
     if work_id is not None:
         card = build_card(_load_work(engine, work_id), schema, questions)
-        abstract = _abstract(engine, work_id, prefetcher, get_settings())
+        abstract = _abstract(engine, work_id, prefetcher, settings)
     return ItemView(
         campaign_id=camp.id, campaign_name=camp.name, blind=bool(camp.blind), user_id=user_id,
         questions=questions, progress=my_progress(engine, camp.id, user_id),
@@ -239,7 +240,7 @@ def _view(
 
 
 def next_item(
-    engine: Engine, campaign_id: int, user_id: int, schema: Schema, *,
+    engine: Engine, campaign_id: int, user_id: int, schema: Schema, *, settings: Settings,
     prefetcher: Prefetcher | None = None, lookahead: int = LOOKAHEAD,
 ) -> ItemView:
     """Claim the user's next work (or the one they hold), load its card and abstract, prefetch.
@@ -249,6 +250,7 @@ def next_item(
         campaign_id: the campaign chosen.
         user_id: the annotator.
         schema: the label schema.
+        settings: the OpenAlex settings, for the shown work's abstract.
         prefetcher: warms the abstracts of the next works in the background.
         lookahead: how many upcoming works to prefetch.
     """
@@ -257,21 +259,22 @@ def next_item(
         with storage_errors("No work could be claimed"):
             claim = claim_next(engine, campaign_id, user_id)
     except QueueError as exc:  # persistent contention: say so, the page offers to retry
-        return _view(engine, camp, user_id, schema, None, None,
+        return _view(engine, camp, user_id, schema, None, None, settings,
                      notice=f"The queue is busy, no work could be claimed ({exc}). Try again.")
     except StorageError as exc:  # full disk, read-only database: said, the page offers to retry
-        return _view(engine, camp, user_id, schema, None, None,
+        return _view(engine, camp, user_id, schema, None, None, settings,
                      notice=f"{exc}. Tell an admin; try again once it is fixed.")
     if claim is not None and prefetcher is not None and lookahead > 0:
         prefetcher.submit(upcoming(engine, campaign_id, user_id, lookahead))
     return _view(
-        engine, camp, user_id, schema, claim.work_id if claim else None, prefetcher,
+        engine, camp, user_id, schema, claim.work_id if claim else None, prefetcher, settings,
         lease_expires=claim.expires_at if claim else None,
     )
 
 
 def previous_item(
-    engine: Engine, campaign_id: int, user_id: int, schema: Schema, back: int = 1
+    engine: Engine, campaign_id: int, user_id: int, schema: Schema, back: int = 1, *,
+    settings: Settings,
 ) -> tuple[ItemView, Draft] | None:
     """The user's back-th most recent label in the campaign, opened for editing, or None.
 
@@ -281,13 +284,15 @@ def previous_item(
         user_id: the annotator (only their own labels are ever read).
         schema: the label schema.
         back: 1 for the latest label, 2 for the one before, ...
+        settings: the OpenAlex settings, for the work's abstract.
     """
     mine = _user_labels(engine, campaign_id, user_id)
     if back < 1 or back > len(mine):
         return None
     label = mine[back - 1]
     camp = _campaign(engine, campaign_id)
-    item = _view(engine, camp, user_id, schema, label.work_id, None, editing=label, back=back)
+    item = _view(engine, camp, user_id, schema, label.work_id, None, settings, editing=label,
+                 back=back)
     return item, Draft.from_label(label, item.questions)
 
 
@@ -297,16 +302,16 @@ def release(engine: Engine, item: ItemView | None) -> None:
         release_lease(engine, item.campaign_id, item.user_id, item.work_id)
 
 
-def abstract_of(engine: Engine, work_id: str) -> AbstractState:
+def abstract_of(engine: Engine, work_id: str, *, settings: Settings) -> AbstractState:
     """A work's abstract for a page that shows one work: cached, else fetched now, briefly."""
-    return _abstract(engine, work_id, None, get_settings())
+    return _abstract(engine, work_id, None, settings)
 
 
-def refresh_abstract(engine: Engine, item: ItemView) -> ItemView:
+def refresh_abstract(engine: Engine, item: ItemView, *, settings: Settings) -> ItemView:
     """The same item with its abstract looked up again (after an error or offline state)."""
     if item.work_id is None:
         return item
-    return replace(item, abstract=_abstract(engine, item.work_id, None, get_settings()))
+    return replace(item, abstract=_abstract(engine, item.work_id, None, settings))
 
 
 def keep_lease(engine: Engine, item: ItemView, user_id: int) -> ItemView:
@@ -354,17 +359,18 @@ def save(
                            False)
     answers = {k: v for k, v in draft.answers.items() if v is not None}
     writer = edit_label if item.editing is not None else submit_label
+    if time_on_item_ms is None:
+        time_on_item_ms = int((time.monotonic() - item.shown_at) * 1000)
+    submission = LabelSubmission(
+        campaign_id=item.campaign_id, work_id=item.work_id, user_id=user_id, answers=answers,
+        skipped=skipped, skip_reason=skip_reason, flagged=draft.flagged,
+        note=draft.note.strip() or None, confidence=draft.confidence, schema_hash=schema.hash,
+        scores_visible=item.scores_visible,
+        model_version=item.card.model_version if item.card else None,
+        time_on_item_ms=time_on_item_ms, submission_id=item.submission_id,
+    )
     try:
-        result = writer(
-            engine, campaign_id=item.campaign_id, work_id=item.work_id, user_id=user_id,
-            answers=answers, skipped=skipped, skip_reason=skip_reason, flagged=draft.flagged,
-            note=draft.note.strip() or None, confidence=draft.confidence,
-            schema_hash=schema.hash, scores_visible=item.scores_visible,
-            model_version=item.card.model_version if item.card else None,
-            time_on_item_ms=time_on_item_ms if time_on_item_ms is not None
-            else int((time.monotonic() - item.shown_at) * 1000),
-            submission_id=item.submission_id, schema=schema,
-        )
+        result = writer(engine, submission, schema=schema)
     except LeaseError as exc:
         return SaveOutcome(False, str(exc), True)
     except LabelError as exc:

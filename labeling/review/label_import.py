@@ -14,7 +14,6 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Engine, bindparam, select
@@ -42,7 +41,12 @@ from labeling.review.label_read import (
     text_cell,
     whole_cell,
 )
-from labeling.review.labels import LabelError, _latest, _record  # the version writer submits use
+from labeling.review.labels import (  # the version writer submits use
+    LabelError,
+    PreviousLabel,
+    _latest,
+    _record,
+)
 from labeling.review.validation import (
     AnswerError,
     campaign_questions,
@@ -357,8 +361,7 @@ def _store(engine: Engine, schema: Schema, labels: dict[_Key, _Label], users: di
                 # writes prev.version + 1, so it is handed a stand-in previous version (the
                 # same skipped state, so the label counts towards overlap as it should).
                 if version > (prev.version if prev else 0) + 1:
-                    prev = SimpleNamespace(version=version - 1,
-                                           skipped=prev.skipped if prev else True)  # fmt: skip
+                    prev = PreviousLabel(version - 1, prev.skipped if prev else True)
                 _record(session, camp, wid, uid, prev, values, schema=None, evaluate=False)
                 summary.imported += 1
                 touched[(target, wid)] = None

@@ -20,6 +20,7 @@ from labeling.review.progress import Progress, my_progress
 from labeling.review.queue import held_campaign
 from labeling.review.validation import SKIP_REASONS
 from labeling.schema import Question, Schema
+from labeling.settings import Settings
 
 ACTIONS = ("submit", "back", "resume", "again", "retry_abstract", "campaign")
 MAX_NOTE = 20_000  # characters; a longer note is refused with a message, never cut
@@ -149,7 +150,8 @@ def parse_action(payload: Any, questions: Sequence[Question]) -> Action:
 
 
 def load(
-    engine: Engine, screen: Screen, schema: Schema, prefetcher: Prefetcher | None = None
+    engine: Engine, screen: Screen, schema: Schema, *, settings: Settings,
+    prefetcher: Prefetcher | None = None,
 ) -> Screen:
     """Make the screen ready to render: an open campaign chosen and its next work claimed.
 
@@ -157,6 +159,7 @@ def load(
         engine: the database.
         screen: the page's state (changed in place and returned).
         schema: the label schema.
+        settings: the OpenAlex settings, for the shown work's abstract.
         prefetcher: warms upcoming abstracts in the background.
     """
     if not screen.campaigns or screen.item is None:
@@ -173,7 +176,7 @@ def load(
         _drop_item(engine, screen)
     if screen.item is None:
         screen.item = flow.next_item(engine, screen.campaign_id, screen.user_id, schema,
-                                     prefetcher=prefetcher)
+                                     settings=settings, prefetcher=prefetcher)
         screen.draft = flow.Draft.fresh(screen.item.questions)
         screen.progress = screen.item.progress
     else:
@@ -217,11 +220,12 @@ def _submit(engine: Engine, screen: Screen, action: Action, schema: Schema) -> b
     return True
 
 
-def _back(engine: Engine, screen: Screen, schema: Schema) -> bool:
+def _back(engine: Engine, screen: Screen, schema: Schema, settings: Settings) -> bool:
     back = (screen.edit[0].back if screen.edit else 0) + 1
     found = None
     if screen.campaign_id is not None:
-        found = flow.previous_item(engine, screen.campaign_id, screen.user_id, schema, back)
+        found = flow.previous_item(engine, screen.campaign_id, screen.user_id, schema, back,
+                                   settings=settings)
     if found is None:
         screen.message = ("info", "No earlier label of yours in this campaign.")
         return False
@@ -230,7 +234,7 @@ def _back(engine: Engine, screen: Screen, schema: Schema) -> bool:
 
 
 def apply_action(
-    engine: Engine, screen: Screen, payload: Any, *, schema: Schema,
+    engine: Engine, screen: Screen, payload: Any, *, schema: Schema, settings: Settings,
     prefetcher: Prefetcher | None = None,
 ) -> Screen:
     """Apply one browser action to the screen, then load what shows next.
@@ -243,10 +247,11 @@ def apply_action(
         screen: the page's state (changed in place and returned).
         payload: the component's trigger value (None: nothing sent, just load).
         schema: the label schema.
+        settings: the OpenAlex settings (the page's or the CLI's), for abstracts.
         prefetcher: warms upcoming abstracts in the background.
     """
     if payload is None:  # a run the browser did not ask for: just what shows now
-        return load(engine, screen, schema, prefetcher)
+        return load(engine, screen, schema, settings=settings, prefetcher=prefetcher)
     shown, _ = screen.shown()
     questions = shown.questions if shown is not None else ()
     try:
@@ -256,32 +261,32 @@ def apply_action(
         screen.ack_ok = False
         if isinstance(payload, Mapping) and isinstance(payload.get("id"), str):
             screen.ack = payload["id"][:64]
-        return load(engine, screen, schema, prefetcher)
+        return load(engine, screen, schema, settings=settings, prefetcher=prefetcher)
     if action.id == screen.ack:  # sent twice (a reconnect): applied once already
-        return load(engine, screen, schema, prefetcher)
+        return load(engine, screen, schema, settings=settings, prefetcher=prefetcher)
     screen.ack, screen.message = action.id, None
     if action.kind == "submit":
         screen.ack_ok = _submit(engine, screen, action, schema)
     elif action.kind == "back":
-        screen.ack_ok = _back(engine, screen, schema)
+        screen.ack_ok = _back(engine, screen, schema, settings)
     elif action.kind == "resume":
         screen.ack_ok, screen.edit = screen.edit is not None, None
     elif action.kind == "again":
         _drop_item(engine, screen)
         screen.campaigns, screen.ack_ok = [], True
     elif action.kind == "retry_abstract":
-        screen.ack_ok = _retry_abstract(engine, screen)
+        screen.ack_ok = _retry_abstract(engine, screen, settings)
     else:
         screen.ack_ok = _switch(engine, screen, action.campaign_id)
-    return load(engine, screen, schema, prefetcher)
+    return load(engine, screen, schema, settings=settings, prefetcher=prefetcher)
 
 
-def _retry_abstract(engine: Engine, screen: Screen) -> bool:
+def _retry_abstract(engine: Engine, screen: Screen, settings: Settings) -> bool:
     if screen.edit is not None:
         item, draft = screen.edit
-        screen.edit = (flow.refresh_abstract(engine, item), draft)
+        screen.edit = (flow.refresh_abstract(engine, item, settings=settings), draft)
     elif screen.item is not None:
-        screen.item = flow.refresh_abstract(engine, screen.item)
+        screen.item = flow.refresh_abstract(engine, screen.item, settings=settings)
     else:
         return False
     return True

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, bindparam, delete, func, insert, select, update
@@ -24,6 +23,7 @@ from db.models import (
     utcnow,
 )
 from labeling.errors import Conflict, InputError, storage_errors
+from labeling.retrying import retry_now
 from labeling.review.validation import (
     SKIP_REASONS,
     AnswerError,
@@ -45,6 +45,51 @@ class LabelError(InputError):
 
 class LeaseError(Conflict, LabelError):
     """A first label submitted without holding the work's lease (expired and taken over)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabelSubmission:
+    """One label (or skip) as the annotator sends it: the work, the answers, what was shown.
+
+    campaign_id: the campaign the work was served from.
+    work_id: the work.
+    user_id: the annotator; must hold the lease unless editing their own earlier label.
+    answers: {question: value} for every campaign question (may be partial when skipped).
+    submission_id: client-made unique id; a retry with the same id creates nothing.
+    schema_hash: hash of the schema the form was built from.
+    scores_visible: whether machine scores were shown before submitting.
+    model_version: the model version of the predictions shown.
+    time_on_item_ms: time spent on the work.
+    skipped: a skip ("seen" for this user, does not count towards overlap).
+    skip_reason: one of SKIP_REASONS, required with skipped.
+    flagged: the annotator flags the work for a lead.
+    note: free text.
+    confidence: the annotator's confidence (a whole number).
+    """
+
+    campaign_id: int
+    work_id: str
+    user_id: int
+    answers: Mapping[str, Any]
+    submission_id: str
+    schema_hash: str | None
+    scores_visible: bool | None
+    model_version: str | None
+    time_on_item_ms: int | None
+    skipped: bool = False
+    skip_reason: str | None = None
+    flagged: bool = False
+    note: str | None = None
+    confidence: int | None = None
+
+
+@dataclass(frozen=True)
+class PreviousLabel:
+    """The user's latest stored version of a label: the next one written is version + 1."""
+
+    version: int
+    skipped: bool
+    answers: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,15 +169,18 @@ _UNLEASE = delete(Lease).where(Lease.campaign_id == _C, Lease.work_id == _W, Lea
 _STATUS = select(Work.status).where(Work.id == _W)
 
 
-def _latest(session: Session, campaign_id: int, work_id: str, user_id: int) -> Any:
-    """The user's latest label version on a work (version, skipped, answers), or None."""
-    return session.execute(
+def _latest(
+    session: Session, campaign_id: int, work_id: str, user_id: int
+) -> PreviousLabel | None:
+    """The user's latest label version on a work, or None."""
+    row = session.execute(
         _LATEST, {"cid": campaign_id, "wid": work_id, "uid": user_id}
     ).one_or_none()
+    return None if row is None else PreviousLabel(row.version, bool(row.skipped), row.answers)
 
 
 def _record(
-    session: Session, camp: Any, work_id: str, user_id: int, prev: Any,
+    session: Session, camp: Any, work_id: str, user_id: int, prev: PreviousLabel | None,
     values: dict[str, Any], *, schema: Schema | None, evaluate: bool = True,
 ) -> tuple[int, int, str | None]:
     """Insert the next label version, keep n_labels/done in step, drop the lease, re-evaluate.
@@ -156,11 +204,13 @@ def _record(
     return label_id, version, status
 
 
-def _submit_tx(session: Session, edit: bool, args: dict[str, Any]) -> LabelResult:
+def _submit_tx(
+    session: Session, edit: bool, sub: LabelSubmission, schema: Schema
+) -> LabelResult:
     """Check and record one submit or edit inside the caller's transaction."""
     conn = session.connection()
-    cid, wid, uid = args["campaign_id"], args["work_id"], args["user_id"]
-    params = {"cid": cid, "wid": wid, "uid": uid, "sid": args["submission_id"]}
+    cid, wid, uid = sub.campaign_id, sub.work_id, sub.user_id
+    params = {"cid": cid, "wid": wid, "uid": uid, "sid": sub.submission_id}
     state = conn.execute(_STATE, params).one_or_none()
     sid_label = state.sid_label if state is not None else conn.execute(_BY_SID, params).scalar()
     if sid_label is not None:
@@ -173,22 +223,21 @@ def _submit_tx(session: Session, edit: bool, args: dict[str, Any]) -> LabelResul
         raise LabelError(f"no campaign numbered {cid}")
     if state.item_id is None:
         raise LabelError(f"work {wid} is not in campaign '{state.name}'")
-    schema: Schema = args["schema"]
-    skipped = bool(args["skipped"])
-    if skipped and args["skip_reason"] not in SKIP_REASONS:
+    skipped = bool(sub.skipped)
+    if skipped and sub.skip_reason not in SKIP_REASONS:
         raise LabelError(f"a skip needs a reason, one of {', '.join(SKIP_REASONS)}")
     try:
         answers = check_answers(
-            args["answers"] or {}, campaign_questions(state, schema), require_all=not skipped
+            sub.answers or {}, campaign_questions(state, schema), require_all=not skipped
         )
     except AnswerError as exc:
         raise LabelError(str(exc)) from exc
-    conf = args["confidence"]
+    conf = sub.confidence
     if conf is not None and (isinstance(conf, bool) or not isinstance(conf, int)):
         raise LabelError(f"confidence must be a whole number, not {conf!r}")
     prev = None
     if state.prev_version is not None:
-        prev = SimpleNamespace(version=state.prev_version, skipped=bool(state.prev_skipped))
+        prev = PreviousLabel(version=state.prev_version, skipped=bool(state.prev_skipped))
     if edit and prev is None:
         raise LabelError(f"there is no label of yours on work {wid} to edit")
     if prev is None and state.holder != uid:
@@ -198,79 +247,63 @@ def _submit_tx(session: Session, edit: bool, args: dict[str, Any]) -> LabelResul
         )
     values = {
         "answers": answers, "skipped": skipped,
-        "skip_reason": args["skip_reason"] if skipped else None,
-        "flagged": bool(args["flagged"]), "note": args["note"] or None, "confidence": conf,
-        "schema_hash": args["schema_hash"], "scores_visible": args["scores_visible"],
-        "model_version": args["model_version"], "time_on_item_ms": args["time_on_item_ms"],
+        "skip_reason": sub.skip_reason if skipped else None,
+        "flagged": bool(sub.flagged), "note": sub.note or None, "confidence": conf,
+        "schema_hash": sub.schema_hash, "scores_visible": sub.scores_visible,
+        "model_version": sub.model_version, "time_on_item_ms": sub.time_on_item_ms,
         "source": "app", "submission_id": params["sid"],
     }
     label_id, version, status = _record(session, state, wid, uid, prev, values, schema=schema)
     return LabelResult(label_id, cid, wid, uid, version, skipped, True, status or "")
 
 
+def _lost_race(exc: BaseException) -> bool:
+    """A concurrent submit won (same submission id, or same version): worth a retry."""
+    return isinstance(exc, IntegrityError)
+
+
+def _not_saved(exc: BaseException) -> LabelError:
+    """The error once every submit attempt lost its race."""
+    return LabelError(f"label could not be saved after retries: {getattr(exc, 'orig', exc)}")
+
+
 @storage_errors("Not saved")  # a full disk or read-only database: StorageError, all rolled back
-def _submit(engine: Engine, edit: bool, args: dict[str, Any]) -> LabelResult:
+def _submit(engine: Engine, edit: bool, sub: LabelSubmission, schema: Schema) -> LabelResult:
     """Run a submit in its own transaction, retrying once a concurrent writer has won."""
-    if not args["submission_id"] or len(args["submission_id"]) > 64:
+    if not sub.submission_id or len(sub.submission_id) > 64:
         raise LabelError("submission_id must be a non-empty string of at most 64 characters")
-    for attempt in range(_SUBMIT_ATTEMPTS):
-        try:
-            with write_session(engine) as session:
-                return _submit_tx(session, edit, args)
-        except IntegrityError as exc:
-            # A concurrent submit won the race (same submission id, or same version):
-            # the retry returns the stored label or writes the next version.
-            if attempt == _SUBMIT_ATTEMPTS - 1:
-                raise LabelError(f"label could not be saved after retries: {exc.orig}") from exc
-    raise AssertionError("unreachable")
+
+    def attempt() -> LabelResult:
+        # The retry after a lost race returns the stored label or writes the next version.
+        with write_session(engine) as session:
+            return _submit_tx(session, edit, sub, schema)
+
+    return retry_now(
+        attempt, attempts=_SUBMIT_ATTEMPTS, retry_on=_lost_race, exhausted=_not_saved
+    )
 
 
-def submit_label(
-    engine: Engine, *, campaign_id: int, work_id: str, user_id: int, answers: Mapping[str, Any],
-    skipped: bool = False, skip_reason: str | None = None, flagged: bool = False,
-    note: str | None = None, confidence: int | None = None, schema_hash: str | None,
-    scores_visible: bool | None, model_version: str | None, time_on_item_ms: int | None,
-    submission_id: str, schema: Schema,
-) -> LabelResult:
+def submit_label(engine: Engine, submission: LabelSubmission, *, schema: Schema) -> LabelResult:
     """Record an annotator's label (or skip) in one transaction; idempotent on submission_id.
 
     Args:
         engine: the database.
-        campaign_id: the campaign the work was served from.
-        work_id: the work.
-        user_id: the annotator; must hold the lease unless editing their own earlier label.
-        answers: {question: value} for every campaign question (may be partial when skipped).
-        skipped: a skip ("seen" for this user, does not count towards overlap).
-        skip_reason: one of SKIP_REASONS, required with skipped.
-        flagged: the annotator flags the work for a lead.
-        note: free text.
-        confidence: the annotator's confidence (a whole number).
-        schema_hash: hash of the schema the form was built from.
-        scores_visible: whether machine scores were shown before submitting.
-        model_version: the model version of the predictions shown.
-        time_on_item_ms: time spent on the work.
-        submission_id: client-made unique id; a retry with the same id creates nothing.
+        submission: the label; its user must hold the work's lease.
         schema: the label schema, to check answers and re-evaluate the work's status.
     """
-    return _submit(engine, False, dict(locals()))
+    return _submit(engine, False, submission, schema)
 
 
-def edit_label(
-    engine: Engine, *, campaign_id: int, work_id: str, user_id: int, answers: Mapping[str, Any],
-    skipped: bool = False, skip_reason: str | None = None, flagged: bool = False,
-    note: str | None = None, confidence: int | None = None, schema_hash: str | None,
-    scores_visible: bool | None, model_version: str | None, time_on_item_ms: int | None,
-    submission_id: str, schema: Schema,
-) -> LabelResult:
+def edit_label(engine: Engine, submission: LabelSubmission, *, schema: Schema) -> LabelResult:
     """Write a new version of the user's own label (no lease needed).
 
     Args:
-        engine, campaign_id, work_id, user_id, answers, skipped, skip_reason, flagged, note,
-        confidence, schema_hash, scores_visible, model_version, time_on_item_ms,
-        submission_id, schema: as for submit_label; the user must already have a label (or
-        skip) on the work. Editing a label into a skip stops it counting towards overlap.
+        engine: the database.
+        submission: the new version; its user must already have a label (or skip) on the
+            work. Editing a label into a skip stops it counting towards overlap.
+        schema: as for submit_label.
     """
-    return _submit(engine, True, dict(locals()))
+    return _submit(engine, True, submission, schema)
 
 
 def latest_versions(campaign_id: int, user_id: int) -> Any:

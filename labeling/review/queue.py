@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from db.engine import read_session, write_session
 from db.models import Campaign, CampaignItem, Label, Lease, UTCDateTime, Work, utcnow
 from labeling.errors import Conflict
+from labeling.retrying import retry_now
 from labeling.review.campaigns import add_items
 
 CLAIM_ATTEMPTS = 8
@@ -52,10 +53,16 @@ class Claim:
     resumed: bool = False
 
 
-def _retryable(exc: Exception) -> bool:
-    """Whether a failed claim transaction lost a race and may be retried."""
-    if isinstance(exc, IntegrityError):
+def _retryable(exc: BaseException) -> bool:
+    """Whether a failed claim transaction lost a race and may be retried.
+
+    PostgreSQL only (SQLite writers are serialised): another claimer leased the work first.
+    The unique (campaign_id, work_id) on leases is the last guard.
+    """
+    if isinstance(exc, _LostRace | IntegrityError):
         return True
+    if not isinstance(exc, OperationalError):
+        return False
     return getattr(getattr(exc, "orig", None), "sqlstate", None) in _RETRY_SQLSTATES
 
 
@@ -215,18 +222,17 @@ def claim_next(
     Returns:
         The Claim, or None when nothing is left for this user (or the campaign is closed).
     """
-    last: Exception | None = None
-    for _ in range(CLAIM_ATTEMPTS):
-        try:
-            with write_session(engine) as session:
-                return _claim(session, campaign_id, user_id, now or utcnow())
-        except (IntegrityError, OperationalError, _LostRace) as exc:
-            # PostgreSQL only (SQLite writers are serialised): another claimer leased the
-            # work first. The unique (campaign_id, work_id) on leases is the last guard.
-            if not isinstance(exc, _LostRace) and not _retryable(exc):
-                raise
-            last = exc
-    raise QueueError(f"could not claim a work after {CLAIM_ATTEMPTS} attempts: {last}")
+
+    def attempt() -> Claim | None:
+        with write_session(engine) as session:
+            return _claim(session, campaign_id, user_id, now or utcnow())
+
+    return retry_now(attempt, attempts=CLAIM_ATTEMPTS, retry_on=_retryable, exhausted=_busy)
+
+
+def _busy(last: BaseException) -> QueueError:
+    """The error once every claim attempt lost its race (persistent contention)."""
+    return QueueError(f"could not claim a work after {CLAIM_ATTEMPTS} attempts: {last}")
 
 
 def upcoming(

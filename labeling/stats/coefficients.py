@@ -16,7 +16,6 @@ Undefined values (no unit with two ratings, a single category in use, ...) are N
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -28,6 +27,8 @@ from scipy import sparse
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as _statsmodels_fleiss_kappa
 
+from labeling.numbers import finite_or_none
+
 LEVELS = ("nominal", "ordinal", "interval", "ratio")
 CI_LEVEL = 0.95
 # A percentile interval needs most replicates to be defined: resamples of a rare label may lose
@@ -35,14 +36,6 @@ CI_LEVEL = 0.95
 MIN_DEFINED_SHARE = 0.5
 _EPS = 1e-12
 MEASURES = ("alpha", "fleiss", "ac1", "pa")
-
-
-def finite_or_none(value: Any) -> float | None:
-    """Return ``value`` as a Python float, or None when it is None, NaN or infinite."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def check_level(level: str) -> None:
@@ -96,11 +89,6 @@ def package_alpha_from_counts(
     except ValueError:
         return None
     return finite_or_none(value)
-
-
-def n_features(k: int, outer: bool = False) -> int:
-    """Number of columns ``count_features`` returns for ``k`` categories."""
-    return 2 * k + 4 + (k * k if outer else 0)
 
 
 def count_features(counts: Any, outer: bool = False) -> Any:
@@ -438,7 +426,7 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, bool | int | str) or obj is None:
         return obj
     if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
+        return finite_or_none(obj)
     try:
         if pd.isna(obj):
             return None

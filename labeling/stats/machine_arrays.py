@@ -13,7 +13,6 @@ a value. The scalar rules of labeling.stats.machines give the same numbers work 
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 from statsmodels.stats.proportion import proportion_confint
 
+from labeling.numbers import finite_or_none, is_finite_number, is_number
 from labeling.schema import Question, Schema, get_path
 
 _MISSING = object()
@@ -58,11 +58,6 @@ def layout(schema: Schema) -> Layout:
     return Layout(at + len(RANKING_SCORES), scores, calls, ranking)
 
 
-def _is_num(v: Any) -> bool:
-    """A real number, not a boolean (finiteness is checked on the array)."""
-    return isinstance(v, int | float) and v.__class__ is not bool
-
-
 def _call_values(question: Question, raw: Any) -> list[float] | None:
     """A call path's value as the floats of its slots, or None when absent or malformed."""
     if raw is _MISSING:
@@ -93,9 +88,9 @@ def encode_record(schema: Schema, lay: Layout, record: Mapping[str, Any]) -> np.
             raw = get_path(rec, q.scores[t])
             width = where.stop - where.start
             if q.kind == "binary":
-                if _is_num(raw) and math.isfinite(raw):
+                if is_finite_number(raw):
                     out[where] = float(raw)
-            elif isinstance(raw, list) and len(raw) == width and all(map(_is_num, raw)):
+            elif isinstance(raw, list) and len(raw) == width and all(map(is_number, raw)):
                 vec = np.asarray(raw, dtype=float)
                 if np.isfinite(vec).all():
                     out[where] = vec
@@ -105,7 +100,7 @@ def encode_record(schema: Schema, lay: Layout, record: Mapping[str, Any]) -> np.
                 out[lay.calls[(q.name, name)]] = values
     for key, col in lay.ranking.items():
         value = get_path(rec, f"machine_scores.{key}")
-        if _is_num(value) and math.isfinite(value):
+        if is_finite_number(value):
             out[col] = float(value)
     return out
 
@@ -290,10 +285,6 @@ def wilson_many(k: Sequence[int] | np.ndarray, n: Sequence[int] | np.ndarray,
         lo, hi = proportion_confint(k[has], n[has], alpha=alpha, method="wilson")
         for i, a, b in zip(has, np.atleast_1d(lo), np.atleast_1d(hi), strict=True):
             a, b = max(0.0, float(a)), min(1.0, float(b))
-            out[i] = (a if np.isfinite(a) else None, b if np.isfinite(b) else None)
+            out[i] = (finite_or_none(a), finite_or_none(b))
     return out
 
-
-def finite(x: float) -> float | None:
-    """A finite float or None."""
-    return float(x) if x is not None and math.isfinite(x) else None

@@ -27,7 +27,6 @@ every number carries the n it rests on. Choices, in one place:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +34,7 @@ import numpy as np
 import sklearn
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
+from labeling.numbers import finite_or_none, is_finite_number
 from labeling.schema import Question, Schema, get_path
 from labeling.stats.estimates import wilson
 from labeling.stats.machine_arrays import (
@@ -51,19 +51,6 @@ from labeling.stats.machine_arrays import (
 NO_CALL = "(no call)"
 _MISSING = object()
 N_BINS = 10
-
-
-def _num(x: Any) -> float | None:
-    """A finite float or None."""
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
-def _is_num(v: Any) -> bool:
-    """A real number (not a bool), finite."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def human_value(question: Question, answer: Any) -> Any:
@@ -84,8 +71,9 @@ def scores_of(question: Question, record: Mapping[str, Any], teacher: str) -> li
     path = question.scores.get(teacher)
     raw = get_path(dict(record), path) if path else None
     if question.kind == "binary":
-        return [float(raw)] if _is_num(raw) else None
-    if isinstance(raw, list) and len(raw) == len(question.labels) and all(map(_is_num, raw)):
+        return [float(raw)] if is_finite_number(raw) else None
+    fits = isinstance(raw, list) and len(raw) == len(question.labels)
+    if fits and all(map(is_finite_number, raw)):
         return [float(v) for v in raw]
     return None
 
@@ -198,9 +186,10 @@ def reliability(
     for b, (lo, hi) in zip(used, cis, strict=True):
         n, k = int(ns[b]), int(ks[b])
         rows.append({"bin_lo": b / n_bins, "bin_hi": (b + 1) / n_bins, "n": n,
-                     "mean_score": _num(s[idx == b].mean()), "observed": k / n, "lo": lo,
+                     "mean_score": finite_or_none(s[idx == b].mean()), "observed": k / n, "lo": lo,
                      "hi": hi})
-    return {"n": int(len(s)), "positives": int(t.sum()), "brier": _num(brier), "bins": rows}
+    return {"n": int(len(s)), "positives": int(t.sum()), "brier": finite_or_none(brier),
+            "bins": rows}
 
 
 def _metrics_from_counts(
@@ -318,12 +307,12 @@ def ranking_report(
             values = ranking[key]
         else:
             raw = [get_path(dict(record), f"machine_scores.{key}") for _, record in works]
-            values = np.array([float(v) if _is_num(v) else np.nan for v in raw])
+            values = np.array([float(v) if is_finite_number(v) else np.nan for v in raw])
         keep = [i for i, h in enumerate(humans) if h is not None and not np.isnan(values[i])]
         s = values[keep] if keep else np.zeros(0)
         y = np.array([bool(humans[i]) for i in keep], dtype=bool)
         auc = roc_auc_score(y, s) if 0 < y.sum() < len(y) else None
-        out["scores"][key] = {"auc": _num(auc), **reliability(s, y)}
+        out["scores"][key] = {"auc": finite_or_none(auc), **reliability(s, y)}
     return out
 
 

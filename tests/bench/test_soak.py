@@ -50,7 +50,7 @@ def test_soak_check_catches_violations(sqlite_url: str) -> None:
 
 def _claim_all(url: str, campaign_id: int, user_id: int) -> list[str]:
     """Claim and submit for one annotator until the queue is empty; the works it got."""
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
@@ -61,12 +61,11 @@ def _claim_all(url: str, campaign_id: int, user_id: int) -> list[str]:
     got: list[str] = []
     while (claim := claim_next(engine, campaign_id, user_id)) is not None:
         got.append(claim.work_id)
-        submit_label(
-            engine, campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id,
+        submit_label(engine, LabelSubmission(
+            campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id,
             answers=answers_for(schema), schema_hash=schema.hash, scores_visible=True,
             model_version="m", time_on_item_ms=1, submission_id=f"{user_id}:{claim.work_id}",
-            schema=schema,
-        )  # fmt: skip
+        ), schema=schema)  # fmt: skip
     engine.dispose()
     return got
 

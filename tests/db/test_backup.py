@@ -31,7 +31,7 @@ def run(url: str, *args: str) -> Result:
 
 def _label_all(url: str, campaign_id: int, user_id: int) -> int:
     """Claim and submit until the queue is empty; return the number of labels written."""
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
@@ -41,12 +41,11 @@ def _label_all(url: str, campaign_id: int, user_id: int) -> int:
     schema = load_schema(DEFAULT_SCHEMA)
     n = 0
     while (claim := claim_next(engine, campaign_id, user_id)) is not None:
-        submit_label(
-            engine, campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id,
+        submit_label(engine, LabelSubmission(
+            campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id,
             answers=answers_for(schema, n), schema_hash=schema.hash, scores_visible=True,
             model_version="m", time_on_item_ms=1, submission_id=f"s{claim.work_id}",
-            schema=schema,
-        )  # fmt: skip
+        ), schema=schema)  # fmt: skip
         n += 1
     engine.dispose()
     return n

@@ -28,7 +28,7 @@ from db.faults import StorageFull, StorageReadOnly
 from db.models import CampaignItem, Label, Lease, StatusEvent, Work
 from labeling.frames.synth import write_synthetic_frame
 from labeling.review.campaigns import create_campaign
-from labeling.review.labels import LabelResult, submit_label
+from labeling.review.labels import LabelResult, LabelSubmission, submit_label
 from labeling.review.queue import claim_next
 from labeling.schema import Schema
 from tests.factories import add_user, add_works, answers_for
@@ -137,28 +137,28 @@ _SLOW_SUBMIT = """
     labels.reevaluate_work = stall
     url, cid, wid, uid = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     schema = load_schema(DEFAULT_SCHEMA)
-    labels.submit_label(
-        make_engine(url), campaign_id=cid, work_id=wid, user_id=uid,
+    labels.submit_label(make_engine(url), labels.LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=uid,
         answers=answers_for(schema), schema_hash=schema.hash, scores_visible=True,
-        model_version="m", time_on_item_ms=1, submission_id="killed-1", schema=schema,
-    )
+        model_version="m", time_on_item_ms=1, submission_id="killed-1",
+    ), schema=schema)
 """
 
 _SUBMIT = """
     import sys
     from db.engine import make_engine
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from tests.factories import answers_for
 
     url, cid, wid, uid = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     schema = load_schema(DEFAULT_SCHEMA)
-    res = submit_label(
-        make_engine(url, busy_timeout_ms=5000), campaign_id=cid, work_id=wid, user_id=uid,
+    res = submit_label(make_engine(url, busy_timeout_ms=5000), LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=uid,
         answers=answers_for(schema, 1), schema_hash=schema.hash, scores_visible=True,
-        model_version="m", time_on_item_ms=1, submission_id="after-1", schema=schema,
-    )
+        model_version="m", time_on_item_ms=1, submission_id="after-1",
+    ), schema=schema)
     print(res.label_id, res.created)
 """
 
@@ -235,22 +235,22 @@ def test_read_only_database_on_submit(
     monkeypatch.chdir(tmp_path)
     ro = make_engine(f"sqlite:///file:{engine.url.database}?mode=ro&uri=true", busy_timeout_ms=2000)
     with pytest.raises(StorageReadOnly, match="^Not saved: the database is read-only .*readonly"):
-        submit_label(
-            ro, campaign_id=camp.id, work_id=wid, user_id=uid, answers=answers_for(schema),
-            schema_hash=schema.hash, scores_visible=True, model_version="m",
-            time_on_item_ms=1, submission_id="ro-1", schema=schema,
-        )  # fmt: skip
+        submit_label(ro, LabelSubmission(
+            campaign_id=camp.id, work_id=wid, user_id=uid, answers=answers_for(schema),
+            schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
+            submission_id="ro-1",
+        ), schema=schema)  # fmt: skip
     ro.dispose()
     with read_session(engine) as session:
         assert session.execute(select(func.count()).select_from(Label)).scalar_one() == 0
         assert session.execute(select(CampaignItem.n_labels)).scalar_one() == 0
         assert session.execute(select(Lease.user_id)).scalar_one() == uid  # still held
     # once writable again the same submission is saved, exactly once
-    res = submit_label(
-        engine, campaign_id=camp.id, work_id=wid, user_id=uid, answers=answers_for(schema),
+    res = submit_label(engine, LabelSubmission(
+        campaign_id=camp.id, work_id=wid, user_id=uid, answers=answers_for(schema),
         schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
-        submission_id="ro-1", schema=schema,
-    )  # fmt: skip
+        submission_id="ro-1",
+    ), schema=schema)  # fmt: skip
     assert res.created
     with read_session(engine) as session:
         assert session.execute(select(func.count()).select_from(Label)).scalar_one() == 1
@@ -275,11 +275,11 @@ def test_postgres_connections_killed_then_submit_reconnects(pg_url: str, schema:
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )).all()  # fmt: skip
     assert killed and all(r[0] for r in killed)
-    res = submit_label(
-        engine, campaign_id=camp.id, work_id=wid, user_id=uid, answers=answers_for(schema),
+    res = submit_label(engine, LabelSubmission(
+        campaign_id=camp.id, work_id=wid, user_id=uid, answers=answers_for(schema),
         schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
-        submission_id="pg-1", schema=schema,
-    )  # fmt: skip
+        submission_id="pg-1",
+    ), schema=schema)  # fmt: skip
     assert res.created
     with admin.connect() as conn:
         n = conn.execute(
@@ -297,11 +297,11 @@ def test_postgres_connections_killed_then_submit_reconnects(pg_url: str, schema:
 def _submit(engine: Engine, schema: Schema, camp: int, wid: str, uid: int, sid: str,
             note: str | None = None) -> LabelResult:  # fmt: skip
     """submit_label with complete answers and an optional (large) note."""
-    return submit_label(
-        engine, campaign_id=camp, work_id=wid, user_id=uid, answers=answers_for(schema),
+    return submit_label(engine, LabelSubmission(
+        campaign_id=camp, work_id=wid, user_id=uid, answers=answers_for(schema),
         schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
-        submission_id=sid, schema=schema, note=note,
-    )  # fmt: skip
+        submission_id=sid, note=note,
+    ), schema=schema)  # fmt: skip
 
 
 def _trace(engine: Engine, wid: str) -> dict[str, Any]:
@@ -411,7 +411,7 @@ def test_disk_full_on_submit_records_nothing_then_the_retry_saves_once(
 _FULL_SUBMIT = """
     import os, resource, signal, sys
     from db.engine import make_engine
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
     from db.faults import StorageError
@@ -425,11 +425,11 @@ _FULL_SUBMIT = """
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     try:
-        submit_label(
-            engine, campaign_id=cid, work_id=wid, user_id=uid, answers=answers_for(schema),
+        submit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id=wid, user_id=uid, answers=answers_for(schema),
             schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
-            submission_id="nospace-1", schema=schema, note="x" * 200_000,
-        )
+            submission_id="nospace-1", note="x" * 200_000,
+        ), schema=schema)
     except StorageError as exc:
         print(type(exc).__name__, exc, flush=True)
         sys.exit(3)

@@ -27,7 +27,7 @@ from labeling.export.gold_set import ExportError, ExportFilters, export_gold, lo
 from labeling.frames.importer import import_frame
 from labeling.review.campaigns import create_campaign
 from labeling.review.label_import import import_labels
-from labeling.review.labels import submit_label
+from labeling.review.labels import LabelSubmission, submit_label
 from labeling.review.queue import claim_next
 from labeling.review.validation import adjudicate
 from labeling.schema import Schema
@@ -60,12 +60,12 @@ def _label_all(engine: Engine, schema: Schema, cid: int, uid: int, variant: Any)
     """Claim and label every work the user is offered; variant(work_id) picks the answers."""
     done = []
     while (claim := claim_next(engine, cid, uid)) is not None:
-        submit_label(
-            engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
+        submit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id=claim.work_id, user_id=uid,
             answers=answers_for(schema, variant(claim.work_id)), schema_hash=schema.hash,
             scores_visible=True, model_version="metacan-v3-hybrid-931329e0061c",
-            time_on_item_ms=1500, submission_id=f"{cid}-{uid}-{claim.work_id}", schema=schema,
-        )  # fmt: skip
+            time_on_item_ms=1500, submission_id=f"{cid}-{uid}-{claim.work_id}",
+        ), schema=schema)  # fmt: skip
         done.append(claim.work_id)
     return done
 

@@ -16,7 +16,7 @@ from labeling.export.gold_set import ExportFilters, export_gold
 from labeling.frames.importer import import_frame
 from labeling.frames.machine_columns import machine_hash, machine_plan
 from labeling.review.campaigns import create_campaign
-from labeling.review.labels import edit_label, submit_label
+from labeling.review.labels import LabelSubmission, edit_label, submit_label
 from labeling.review.queue import claim_next
 from labeling.schema import Schema
 from tests.conftest import make_record, write_jsonl
@@ -40,10 +40,12 @@ def _submit(engine: Engine, schema: Schema, cid: int, uid: int, wid: str, answer
             *, edit: bool = False, skipped: bool = False) -> None:  # fmt: skip
     """Submit (or edit) one label."""
     fn = edit_label if edit else submit_label
-    fn(engine, campaign_id=cid, work_id=wid, user_id=uid, answers=answers, skipped=skipped,
-       skip_reason="other" if skipped else None, schema_hash=schema.hash, scores_visible=True,
-       model_version=V1, time_on_item_ms=900,
-       submission_id=f"{cid}-{uid}-{wid}-{edit}-{skipped}", schema=schema)  # fmt: skip
+    fn(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=uid, answers=answers, skipped=skipped,
+        skip_reason="other" if skipped else None, schema_hash=schema.hash, scores_visible=True,
+        model_version=V1, time_on_item_ms=900,
+        submission_id=f"{cid}-{uid}-{wid}-{edit}-{skipped}",
+    ), schema=schema)
 
 
 @pytest.fixture

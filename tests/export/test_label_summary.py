@@ -14,7 +14,7 @@ from db.engine import snapshot_connection, write_session
 from db.models import Label, LabelSummary, User
 from labeling.export.gold_set import ExportFilters, export_gold
 from labeling.export.summaries import SUMMARY_COLUMNS, fresh, stored
-from labeling.review.labels import edit_label
+from labeling.review.labels import LabelSubmission, edit_label
 from labeling.schema import Schema
 from tests.export.test_gold_table import IDS, V1, _reference, _rows, build_varied
 from tests.factories import add_user
@@ -77,10 +77,11 @@ def test_exports_store_summaries_and_labelling_only_makes_them_stale(
     with write_session(varied) as session:
         uid = session.execute(select(User.id).where(User.name == "amy")).scalar_one()
         cid = session.execute(select(Label.campaign_id).limit(1)).scalar_one()
-    edit_label(varied, campaign_id=cid, work_id="W06", user_id=uid, answers={}, skipped=True,
-               skip_reason="other", schema_hash=schema.hash, scores_visible=True,
-               model_version=V1, time_on_item_ms=5, submission_id="late-skip",
-               schema=schema)  # fmt: skip
+    edit_label(varied, LabelSubmission(
+        campaign_id=cid, work_id="W06", user_id=uid, answers={}, skipped=True, skip_reason="other",
+        schema_hash=schema.hash, scores_visible=True, model_version=V1, time_on_item_ms=5,
+        submission_id="late-skip",
+    ), schema=schema)  # fmt: skip
     with snapshot_connection(varied) as conn:
         redone = stored(conn, schema, ALL)[1]
     assert redone is not None and redone["work_id"].to_pylist() == ["W06"]

@@ -35,10 +35,10 @@ from labeling.database import dispose_all
 from labeling.export.gold_set import ExportError, ExportFilters, export_gold, preview
 from labeling.review.campaigns import CampaignError, create_campaign, find_campaign, get_campaign
 from labeling.review.disputes import mark_gold, parse_work_ids, unmark_gold, work_status
-from labeling.review.labels import edit_label, user_labels
+from labeling.review.labels import LabelSubmission, edit_label, user_labels
 from labeling.review.validation import ValidationError, adjudicate, reopen
 from labeling.schema import Schema, load_schema
-from labeling.settings import DEFAULT_SCHEMA
+from labeling.settings import DEFAULT_SCHEMA, get_settings
 from tests.factories import answers_for
 from tests.pages.test_label_page import PASSWORD, build_label_db
 from tests.pages.test_lead_pages import label_pair
@@ -228,10 +228,12 @@ def test_label_notes_are_stored_verbatim(world: dict[str, Any]) -> None:
     me = world["annotator"]
     work = world["disputed"]
     for i, p in enumerate(PAYLOADS):
-        edit_label(engine, campaign_id=cid, work_id=work, user_id=me,
-                   answers=user_labels(engine, cid, me)[-1].answers, note=p, flagged=True,
-                   schema_hash=schema.hash, scores_visible=True, model_version="m",
-                   time_on_item_ms=1, submission_id=f"edit-{i}", schema=schema)
+        edit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id=work, user_id=me,
+            answers=user_labels(engine, cid, me)[-1].answers, note=p, flagged=True,
+            schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
+            submission_id=f"edit-{i}",
+        ), schema=schema)
         mine = {v.work_id: v for v in user_labels(engine, cid, me)}
         assert mine[work].note == p
     after = counts(engine)
@@ -431,7 +433,8 @@ def test_nul_byte_in_a_label_note(world: dict[str, Any], monkeypatch: pytest.Mon
 
     monkeypatch.setattr(flow, "MIN_DWELL", 0.0)
     engine, schema = world["engine"], world["schema"]
-    item = flow.next_item(engine, get_campaign(engine, "top").id, world["annotator"], schema)
+    item = flow.next_item(engine, get_campaign(engine, "top").id, world["annotator"], schema,
+                          settings=get_settings())
     draft = flow.Draft.fresh(item.questions)
     draft.answers.update(answers_for(schema, 0))
     draft.note = NUL

@@ -19,7 +19,7 @@ from labeling.auth.users import get_user
 from labeling.database import dispose_all, get_engine
 from labeling.frames.importer import import_frame
 from labeling.review.campaigns import create_campaign, get_campaign
-from labeling.review.labels import submit_label
+from labeling.review.labels import LabelSubmission, submit_label
 from labeling.review.queue import claim_next
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
@@ -41,12 +41,12 @@ def label_pair(engine: Engine, schema: Schema, campaign: str, variants: tuple[in
         claim = claim_next(engine, cid, uid)
         assert claim is not None
         work_id = claim.work_id
-        submit_label(
-            engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
+        submit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id=claim.work_id, user_id=uid,
             answers=answers_for(schema, variant), schema_hash=schema.hash, scores_visible=True,
             model_version="m", time_on_item_ms=3000, submission_id=f"{name}-{cid}-{claim.work_id}",
-            schema=schema, flagged=note is not None, note=note,
-        )
+            flagged=note is not None, note=note,
+        ), schema=schema)
     assert work_id is not None
     return work_id
 

@@ -17,7 +17,7 @@ from labeling.cli.main import main
 from labeling.database import dispose_all
 from labeling.reports.tables import fmt_ci
 from labeling.review.campaigns import campaign_progress, create_campaign, get_campaign
-from labeling.review.labels import submit_label
+from labeling.review.labels import LabelSubmission, submit_label
 from labeling.review.queue import claim_next
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
@@ -45,11 +45,12 @@ def label_round(engine: Any, campaign: str, names: list[str], per_name: int,
                 continue
             truth = int(claim.work_id[-2:]) % 3
             variant = truth + 1 if name in odd and round_ % 2 == 0 else truth
-            submit_label(engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
-                         answers=answers_for(schema, variant), schema_hash=schema.hash,
-                         scores_visible=True, model_version="m",
-                         time_on_item_ms=500 if name in odd else 4000 + 700 * round_,
-                         submission_id=f"{name}-{cid}-{claim.work_id}", schema=schema)
+            submit_label(engine, LabelSubmission(
+                campaign_id=cid, work_id=claim.work_id, user_id=uid,
+                answers=answers_for(schema, variant), schema_hash=schema.hash, scores_visible=True,
+                model_version="m", time_on_item_ms=500 if name in odd else 4000 + 700 * round_,
+                submission_id=f"{name}-{cid}-{claim.work_id}",
+            ), schema=schema)
 
 
 def make_crowd(n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

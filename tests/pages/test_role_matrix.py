@@ -378,11 +378,13 @@ def test_previous_item_reads_only_the_users_own_labels(two_annotators: dict[str,
     for campaign in (env["top"], -1, 0, 10**9):
         for back in (-1, 0, 1, 2, 3, 10**6):
             try:
-                found = previous_item(engine, campaign, me, env["schema"], back)
+                found = previous_item(engine, campaign, me, env["schema"], back,
+                                      settings=get_settings())
             except Exception as exc:  # noqa: BLE001 - an unknown campaign may refuse plainly
                 assert campaign != env["top"], exc
                 continue
             assert found is None, (campaign, back)
     # annotator2 sees their own label through the same call (the check is not vacuous).
-    found = previous_item(engine, env["top"], env["other_id"], env["schema"], 1)
+    found = previous_item(engine, env["top"], env["other_id"], env["schema"], 1,
+                          settings=get_settings())
     assert found is not None and found[0].editing.note == SECRET_NOTE

@@ -13,7 +13,7 @@ from db.engine import write_session
 from labeling.frames.importer import import_frame
 from labeling.reports.evaluation import frame_estimates, machine_report
 from labeling.review.campaigns import add_items, create_campaign
-from labeling.review.labels import submit_label
+from labeling.review.labels import LabelSubmission, submit_label
 from labeling.review.queue import claim_next
 from labeling.review.sampling import stratum_labels
 from labeling.schema import Schema
@@ -59,12 +59,11 @@ def _label(engine: Engine, schema: Schema, cid: int, uid: int, limit: int | None
         claim = claim_next(engine, cid, uid)
         if claim is None:
             break
-        submit_label(
-            engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
-            answers=_truth(claim.work_id), schema_hash=schema.hash, scores_visible=True,
-            model_version="m", time_on_item_ms=500, submission_id=f"{cid}:{claim.work_id}",
-            schema=schema,
-        )
+        submit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=_truth(claim.work_id),
+            schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=500,
+            submission_id=f"{cid}:{claim.work_id}",
+        ), schema=schema)
         done.append(claim.work_id)
     return done
 

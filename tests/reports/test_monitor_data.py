@@ -15,7 +15,7 @@ from labeling.reports import monitoring as mon
 from labeling.reports.monitor import data as md
 from labeling.reports.monitor.view import live_view, monitor_view
 from labeling.review.campaigns import campaign_progress, create_campaign, get_campaign
-from labeling.review.labels import edit_label, submit_label
+from labeling.review.labels import LabelSubmission, edit_label, submit_label
 from labeling.review.queue import claim_next
 from labeling.schema import Schema
 from tests.factories import add_user, add_works, answers_for
@@ -32,10 +32,11 @@ def _claim_and_label(engine: Engine, schema: Schema, cid: int, uid: int,
     """Claim the user's next work and submit these answers (or a skip)."""
     claim = claim_next(engine, cid, uid)
     assert claim is not None
-    submit_label(engine, campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers,
-                 schema_hash=schema.hash, scores_visible=False, model_version="m",
-                 time_on_item_ms=kw.pop("ms", 2000), submission_id=f"{cid}-{uid}-{claim.work_id}",
-                 schema=schema, **kw)
+    submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers,
+        schema_hash=schema.hash, scores_visible=False, model_version="m",
+        time_on_item_ms=kw.pop("ms", 2000), submission_id=f"{cid}-{uid}-{claim.work_id}", **kw,
+    ), schema=schema)
     return claim.work_id
 
 
@@ -57,10 +58,12 @@ def rich(engine: Engine, schema: Schema) -> dict[str, Any]:
     _claim_and_label(engine, schema, camp.id, c, answers_for(schema, 2))
     _claim_and_label(engine, schema, camp.id, a, {}, skipped=True, skip_reason="no_abstract")
     # cid edits W2 to agree on every question but the multi-label one
-    edit_label(engine, campaign_id=camp.id, work_id=w2, user_id=c,
-               answers=dict(answers_for(schema, 0), **{cats.name: [cats.labels[1]]}),
-               schema_hash=schema.hash, scores_visible=False, model_version="m",
-               time_on_item_ms=900, submission_id="edit-1", schema=schema)
+    edit_label(engine, LabelSubmission(
+        campaign_id=camp.id, work_id=w2, user_id=c,
+        answers=dict(answers_for(schema, 0), **{cats.name: [cats.labels[1]]}),
+        schema_hash=schema.hash, scores_visible=False, model_version="m", time_on_item_ms=900,
+        submission_id="edit-1",
+    ), schema=schema)
     with write_session(engine) as session:  # W1 counts as a gold check in this campaign
         session.execute(update(CampaignItem).where(CampaignItem.campaign_id == camp.id,
                                                    CampaignItem.work_id == w1)

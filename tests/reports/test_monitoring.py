@@ -23,7 +23,7 @@ from labeling.reports.tables import (
 )
 from labeling.review import disputes
 from labeling.review.campaigns import create_campaign
-from labeling.review.labels import submit_label
+from labeling.review.labels import LabelSubmission, submit_label
 from labeling.review.queue import claim_next
 from labeling.review.validation import ValidationError
 from labeling.schema import Question, Schema
@@ -337,12 +337,11 @@ def _label(engine: Engine, schema: Schema, cid: int, uid: int, variant: int, **k
     """Claim the next work for a user and label (or skip) it."""
     claim = claim_next(engine, cid, uid)
     assert claim is not None
-    submit_label(
-        engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
-        answers=answers_for(schema, variant), schema_hash=schema.hash, scores_visible=False,
-        model_version="m", time_on_item_ms=1500, submission_id=f"{cid}-{uid}-{claim.work_id}",
-        schema=schema, **kw,
-    )
+    submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers_for(schema, variant),
+        schema_hash=schema.hash, scores_visible=False, model_version="m", time_on_item_ms=1500,
+        submission_id=f"{cid}-{uid}-{claim.work_id}", **kw,
+    ), schema=schema)
     return claim.work_id
 
 

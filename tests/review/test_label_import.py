@@ -19,7 +19,7 @@ from labeling.cli.main import main
 from labeling.export.gold_set import long_path
 from labeling.frames.importer import import_frame
 from labeling.review.campaigns import create_campaign
-from labeling.review.labels import edit_label
+from labeling.review.labels import LabelSubmission, edit_label
 from labeling.schema import Schema
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_user, answers_for, label_next
@@ -63,11 +63,12 @@ def source_db(sqlite_template: Path, seed: dict[str, Any], tmp_path: Path,
     assert label_next(engine, schema, "a", "ann", in_a, confidence=3, note="first") == "W101"
     assert label_next(engine, schema, "b", "ann", in_b, note="=2+2") == "W101"
     a_id = engine.connect().execute(select(Campaign.id).where(Campaign.name == "a")).scalar()
-    edit_label(engine, campaign_id=a_id, work_id="W101", user_id=get_user(engine, "ann").id,
-               answers={**in_a, "categories": ["Metaresearch", "Bibliometrics", "Open science"]},
-               note="second thoughts", confidence=2, schema_hash="other-hash",
-               scores_visible=False, model_version=None, time_on_item_ms=None,
-               submission_id="ann-edit", schema=schema)  # fmt: skip
+    edit_label(engine, LabelSubmission(
+        campaign_id=a_id, work_id="W101", user_id=get_user(engine, "ann").id,
+        answers={**in_a, "categories": ["Metaresearch", "Bibliometrics", "Open science"]},
+        note="second thoughts", confidence=2, schema_hash="other-hash", scores_visible=False,
+        model_version=None, time_on_item_ms=None, submission_id="ann-edit",
+    ), schema=schema)  # fmt: skip
     for k, note in enumerate(NOTES[: len(WORKS)]):
         label_next(engine, schema, "a", "=bob", answers_for(schema, k), note=note)
     for note in NOTES[len(WORKS) :]:  # more notes: =bob's labels in b

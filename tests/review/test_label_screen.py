@@ -14,8 +14,10 @@ from labeling.review import flow
 from labeling.review import label_screen as ls
 from labeling.review.campaigns import create_campaign
 from labeling.schema import Schema
+from labeling.settings import Settings
 from tests.factories import add_user, add_works
 
+OFFLINE = Settings(openalex_offline=True)  # passed in: abstracts are never fetched
 ANSWERS = {"categories": ["Open science"], "about_ca_system": "no", "about_ca_topic": "yes",
            "domain": "cross_domain", "study_design": "meta_analysis", "genre": "review"}
 
@@ -86,19 +88,22 @@ def test_parse_shapes_a_submit_into_a_draft(schema: Schema) -> None:
 def test_submit_is_stored_before_the_next_work_and_once(
     engine: Engine, schema: Schema, world: dict[str, Any]
 ) -> None:
-    screen = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema)
+    screen = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema,
+                             settings=OFFLINE)
     first = screen.item.work_id
     assert screen.campaign_id == world["one"] and first == "W0001"
-    ls.apply_action(engine, screen, submit(screen), schema=schema)
+    ls.apply_action(engine, screen, submit(screen), schema=schema, settings=OFFLINE)
     (label,) = rows(engine)
     assert (label.work_id, label.answers, label.time_on_item_ms) == (first, ANSWERS, 2500)
     assert screen.item.work_id == "W0002" and screen.ack == "a1" and screen.ack_ok
     assert screen.message == ("success", f"Saved {first} (version 1).")
     again = dict(submit(screen), work_id=first, submission_id=f"first:{world['one']}:"
                  f"{world['user']}:{first}")
-    ls.apply_action(engine, screen, dict(again, id="a1"), schema=schema)  # the same trigger
+    ls.apply_action(engine, screen, dict(again, id="a1"), schema=schema,
+                    settings=OFFLINE)  # the same trigger
     assert len(rows(engine)) == 1 and screen.item.work_id == "W0002"
-    ls.apply_action(engine, screen, dict(again, id="a2"), schema=schema)  # W0001 is gone
+    ls.apply_action(engine, screen, dict(again, id="a2"), schema=schema,
+                    settings=OFFLINE)  # W0001 is gone
     assert len(rows(engine)) == 1 and not screen.ack_ok
     assert "no longer on screen" in screen.message[1]
 
@@ -106,13 +111,15 @@ def test_submit_is_stored_before_the_next_work_and_once(
 def test_a_failed_write_keeps_the_answers_and_says_why(
     engine: Engine, schema: Schema, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    screen = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema)
+    screen = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema,
+                             settings=OFFLINE)
 
     def full(*args: Any, **kwargs: Any) -> Any:
         raise StorageError("Not saved: the database's disk is full")
 
     monkeypatch.setattr(flow, "submit_label", full)
-    ls.apply_action(engine, screen, submit(screen, note="kept", flagged=True), schema=schema)
+    ls.apply_action(engine, screen, submit(screen, note="kept", flagged=True), schema=schema,
+                    settings=OFFLINE)
     assert rows(engine) == [] and not screen.ack_ok and screen.item.work_id == "W0001"
     assert screen.message[0] == "error" and "your answers are kept here" in screen.message[1]
     assert screen.draft.answers == ANSWERS and screen.draft.note == "kept"
@@ -122,15 +129,16 @@ def test_a_failed_write_keeps_the_answers_and_says_why(
 def test_switching_campaign_releases_the_lease(
     engine: Engine, schema: Schema, world: dict[str, Any]
 ) -> None:
-    screen = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema)
+    screen = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema,
+                             settings=OFFLINE)
     ls.apply_action(engine, screen, {"id": "c", "type": "campaign",
-                                     "campaign_id": world["two"]}, schema=schema)
+                                     "campaign_id": world["two"]}, schema=schema, settings=OFFLINE)
     assert screen.campaign_id == world["two"] and screen.item.campaign_id == world["two"]
     with read_session(engine) as session:
         held = session.execute(select(Lease.campaign_id)).scalars().all()
     assert held == [world["two"]]
     ls.apply_action(engine, screen, {"id": "d", "type": "campaign", "campaign_id": 999},
-                    schema=schema)
+                    schema=schema, settings=OFFLINE)
     assert not screen.ack_ok and "not open" in screen.message[1]
     assert screen.campaign_id == world["two"]
 
@@ -140,16 +148,16 @@ def test_a_reload_or_a_second_tab_gets_the_work_the_user_holds(
 ) -> None:
     """A new page (a reload, another tab) opens the campaign and work the user has leased,
     not a second work of the first campaign; both tabs submitting it store one label."""
-    tab1 = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema)
+    tab1 = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema, settings=OFFLINE)
     ls.apply_action(engine, tab1, {"id": "c", "type": "campaign",
-                                   "campaign_id": world["two"]}, schema=schema)
+                                   "campaign_id": world["two"]}, schema=schema, settings=OFFLINE)
     held = tab1.item.work_id
-    tab2 = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema)
+    tab2 = ls.apply_action(engine, ls.Screen(world["user"]), None, schema=schema, settings=OFFLINE)
     assert (tab2.campaign_id, tab2.item.work_id) == (world["two"], held)
     with read_session(engine) as session:
         assert session.execute(select(Lease.work_id)).scalars().all() == [held]
-    ls.apply_action(engine, tab1, submit(tab1, "t1"), schema=schema)
-    ls.apply_action(engine, tab2, submit(tab2, "t2", confidence=3), schema=schema)
+    ls.apply_action(engine, tab1, submit(tab1, "t1"), schema=schema, settings=OFFLINE)
+    ls.apply_action(engine, tab2, submit(tab2, "t2", confidence=3), schema=schema, settings=OFFLINE)
     assert [(r.work_id, r.version, r.confidence) for r in rows(engine)] == [(held, 1, 2)]
     assert tab2.message[0] == "warning" and "already saved" in tab2.message[1]
     assert "this submit stored nothing" in tab2.message[1]

@@ -29,6 +29,7 @@ from labeling.review.campaigns import create_campaign, get_campaign
 from labeling.review.label_import import import_labels
 from labeling.review.labels import (
     LabelError,
+    LabelSubmission,
     current_labels,
     edit_label,
     label_history,
@@ -45,7 +46,7 @@ def _args(schema: Schema, sid: str, variant: int = 0, **kw: Any) -> dict[str, An
     args = {
         "answers": answers_for(schema, variant), "schema_hash": schema.hash,
         "scores_visible": False, "model_version": "m1", "time_on_item_ms": 1234,
-        "submission_id": sid, "schema": schema,
+        "submission_id": sid,
     }
     args.update(kw)
     return args
@@ -84,8 +85,10 @@ def test_submit_records_everything(engine: Engine, schema: Schema, setup: dict) 
     """A submit stores every field, drops the lease and counts the label."""
     cid, a = setup["cid"], setup["a"]
     claim = claim_next(engine, cid, a)
-    res = submit_label(engine, campaign_id=cid, work_id=claim.work_id, user_id=a,
-                       flagged=True, note="odd one", confidence=4, **_args(schema, "s1"))
+    res = submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=claim.work_id, user_id=a, flagged=True, note="odd one",
+        confidence=4, **_args(schema, "s1"),
+    ), schema=schema)
     assert (res.version, res.created, res.skipped, res.status) == (1, True, False,
                                                                    STATUS_IN_REVIEW)
     with read_session(engine) as session:
@@ -103,13 +106,19 @@ def test_double_submit_is_idempotent(engine: Engine, schema: Schema, setup: dict
     """The same submission id twice creates one label."""
     cid, a = setup["cid"], setup["a"]
     wid = claim_next(engine, cid, a).work_id
-    first = submit_label(engine, campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "x"))
-    again = submit_label(engine, campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "x"))
+    first = submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "x"),
+    ), schema=schema)
+    again = submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "x"),
+    ), schema=schema)
     assert (again.label_id, again.created, again.version) == (first.label_id, False, 1)
     assert _count(engine, Label) == 1
     assert _item(engine, cid, wid) == (1, False)
     with pytest.raises(LabelError, match="already used for another label"):
-        submit_label(engine, campaign_id=cid, work_id="W0002", user_id=a, **_args(schema, "x"))
+        submit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id="W0002", user_id=a, **_args(schema, "x"),
+        ), schema=schema)
 
 
 def test_concurrent_double_click(engine: Engine, schema: Schema, setup: dict) -> None:
@@ -119,8 +128,9 @@ def test_concurrent_double_click(engine: Engine, schema: Schema, setup: dict) ->
 
     def go(_: int) -> Any:
         """Submit with the shared submission id."""
-        return submit_label(engine, campaign_id=cid, work_id=wid, user_id=a,
-                            **_args(schema, "same"))
+        return submit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "same"),
+        ), schema=schema)
 
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(go, range(4)))
@@ -161,7 +171,7 @@ def test_rejected_submits(
     kwargs = {"campaign_id": cid, "work_id": wid, "user_id": a, **_args(schema, "s")}
     kwargs.update(change)
     with pytest.raises(LabelError, match=message):
-        submit_label(engine, **kwargs)
+        submit_label(engine, LabelSubmission(**kwargs), schema=schema)
     assert _count(engine, Label) == 0
     assert _count(engine, Lease) == 1  # the lease is kept: the annotator can fix and resubmit
 
@@ -173,19 +183,24 @@ def test_skip_and_campaign_questions(engine: Engine, schema: Schema) -> None:
     camp = create_campaign(engine, name="g", questions=["genre", "about_ca_topic"])
     wid = claim_next(engine, camp.id, a).work_id
     with pytest.raises(LabelError, match="unknown question 'domain'"):
-        submit_label(engine, campaign_id=camp.id, work_id=wid, user_id=a,
-                     **_args(schema, "s0", answers={"genre": "methods", "about_ca_topic": "no",
-                                                    "domain": "cross_domain"}))
-    res = submit_label(engine, campaign_id=camp.id, work_id=wid, user_id=a,
-                       **_args(schema, "s1", answers={"genre": "methods"}, skipped=True,
-                               skip_reason="out_of_scope"))
+        submit_label(engine, LabelSubmission(
+            campaign_id=camp.id, work_id=wid, user_id=a,
+            **_args(schema, "s0", answers={"genre": "methods", "about_ca_topic": "no",
+                                           "domain": "cross_domain"}),
+        ), schema=schema)
+    res = submit_label(engine, LabelSubmission(
+        campaign_id=camp.id, work_id=wid, user_id=a,
+        **_args(schema, "s1", answers={"genre": "methods"}, skipped=True,
+                skip_reason="out_of_scope"),
+    ), schema=schema)
     assert res.skipped and res.created
     assert _item(engine, camp.id, wid) == (0, False)
     wid2 = claim_next(engine, camp.id, a).work_id
     assert wid2 != wid
-    res = submit_label(engine, campaign_id=camp.id, work_id=wid2, user_id=a,
-                       **_args(schema, "s2", answers={"genre": "methods",
-                                                      "about_ca_topic": "yes"}))
+    res = submit_label(engine, LabelSubmission(
+        campaign_id=camp.id, work_id=wid2, user_id=a,
+        **_args(schema, "s2", answers={"genre": "methods", "about_ca_topic": "yes"}),
+    ), schema=schema)
     assert res.status == STATUS_VALIDATED
     with read_session(engine) as session:
         assert session.get(Work, wid2).final_answers == {"about_ca_topic": "yes",
@@ -196,19 +211,29 @@ def test_edits_version_history_and_counts(engine: Engine, schema: Schema, setup:
     """Edits add versions, keep counts right and re-evaluate the work."""
     cid, a, b = setup["cid"], setup["a"], setup["b"]
     wid = claim_next(engine, cid, a).work_id
-    submit_label(engine, campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "a1"))
+    submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "a1"),
+    ), schema=schema)
     assert claim_next(engine, cid, b).work_id == wid
-    submit_label(engine, campaign_id=cid, work_id=wid, user_id=b, **_args(schema, "b1"))
+    submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=b, **_args(schema, "b1"),
+    ), schema=schema)
     assert _status(engine, wid) == STATUS_VALIDATED and _item(engine, cid, wid) == (2, True)
     # an edit needs no lease and re-evaluates the work
-    res = edit_label(engine, campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "a2", 1))
+    res = edit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "a2", 1),
+    ), schema=schema)
     assert (res.version, res.status) == (2, STATUS_DISPUTED)
     # turning the label into a skip stops it counting; the work goes back in the queue
-    res = edit_label(engine, campaign_id=cid, work_id=wid, user_id=b,
-                     **_args(schema, "b2", skipped=True, skip_reason="other"))
+    res = edit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=b,
+        **_args(schema, "b2", skipped=True, skip_reason="other"),
+    ), schema=schema)
     assert (res.version, res.status) == (2, STATUS_IN_REVIEW)
     assert _item(engine, cid, wid) == (1, False)
-    res = edit_label(engine, campaign_id=cid, work_id=wid, user_id=b, **_args(schema, "b3", 1))
+    res = edit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=b, **_args(schema, "b3", 1),
+    ), schema=schema)
     assert (res.version, res.status) == (3, STATUS_VALIDATED)
     assert _item(engine, cid, wid) == (2, True)
     history = label_history(engine, cid, wid, a)
@@ -217,7 +242,9 @@ def test_edits_version_history_and_counts(engine: Engine, schema: Schema, setup:
     mine = user_labels(engine, cid, b)
     assert [(m.work_id, m.version, m.skipped) for m in mine] == [(wid, 3, False)]
     with pytest.raises(LabelError, match="no label of yours"):
-        edit_label(engine, campaign_id=cid, work_id="W0005", user_id=a, **_args(schema, "e"))
+        edit_label(engine, LabelSubmission(
+            campaign_id=cid, work_id="W0005", user_id=a, **_args(schema, "e"),
+        ), schema=schema)
     with read_session(engine) as session:
         events = session.execute(
             select(StatusEvent.to_status, StatusEvent.user_id).order_by(StatusEvent.id)
@@ -232,18 +259,26 @@ def test_current_labels_frame(engine: Engine, schema: Schema, setup: dict) -> No
     """current_labels gives the latest non-skipped version, one row per question."""
     cid, a, b = setup["cid"], setup["a"], setup["b"]
     w1 = claim_next(engine, cid, a).work_id
-    submit_label(engine, campaign_id=cid, work_id=w1, user_id=a, **_args(schema, "1"))
-    edit_label(engine, campaign_id=cid, work_id=w1, user_id=a,
-               **_args(schema, "2", answers={**answers_for(schema, 0),
-                                            "categories": ["Open science", "Bibliometrics"]}))
+    submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=w1, user_id=a, **_args(schema, "1"),
+    ), schema=schema)
+    edit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=w1, user_id=a,
+        **_args(schema, "2", answers={**answers_for(schema, 0),
+                                      "categories": ["Open science", "Bibliometrics"]}),
+    ), schema=schema)
     w2 = claim_next(engine, cid, b).work_id
     assert w2 == w1
-    submit_label(engine, campaign_id=cid, work_id=w2, user_id=b,
-                 **_args(schema, "3", skipped=True, skip_reason="no_abstract"))
+    submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=w2, user_id=b,
+        **_args(schema, "3", skipped=True, skip_reason="no_abstract"),
+    ), schema=schema)
     other = create_campaign(engine, name="other")
     w3 = claim_next(engine, other.id, b).work_id
-    submit_label(engine, campaign_id=other.id, work_id=w3, user_id=b,
-                 **_args(schema, "4", answers={**answers_for(schema, 0), "categories": []}))
+    submit_label(engine, LabelSubmission(
+        campaign_id=other.id, work_id=w3, user_id=b,
+        **_args(schema, "4", answers={**answers_for(schema, 0), "categories": []}),
+    ), schema=schema)
     frame = current_labels(engine, cid)
     assert list(frame.columns) == ["campaign_id", "work_id", "annotator", "user_id", "question",
                                    "value", "created_at", "version"]

@@ -13,7 +13,7 @@ from db.engine import read_session
 from db.models import CampaignItem, Lease, utcnow
 from labeling.review import queue
 from labeling.review.campaigns import create_campaign, set_active
-from labeling.review.labels import LeaseError, submit_label
+from labeling.review.labels import LabelSubmission, LeaseError, submit_label
 from labeling.review.queue import (
     QueueError,
     claim_next,
@@ -32,12 +32,14 @@ def submit(engine: Engine, schema: Schema, cid: int, wid: str, uid: int, **kw: A
     args: dict[str, Any] = {
         "answers": answers_for(schema, kw.pop("variant", 0)), "schema_hash": schema.hash,
         "scores_visible": True, "model_version": "m", "time_on_item_ms": 1000,
-        "submission_id": f"{cid}:{wid}:{uid}:{kw.get('skipped', False)}", "schema": schema,
+        "submission_id": f"{cid}:{wid}:{uid}:{kw.get('skipped', False)}",
     }
     if kw.get("skipped"):
         args["skip_reason"] = "no_abstract"
     args.update(kw)
-    return submit_label(engine, campaign_id=cid, work_id=wid, user_id=uid, **args)
+    return submit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=uid, **args,
+    ), schema=schema)
 
 
 def _leases(engine: Engine) -> list[tuple[str, int]]:

@@ -25,7 +25,7 @@ OVERLAP = 2
 
 def _worker(url: str, campaign_id: int, user_ids: list[int], seed: int, start: float) -> dict:
     """Claim and submit until the queue is empty for every user of this process."""
-    from labeling.review.labels import submit_label
+    from labeling.review.labels import LabelSubmission, submit_label
     from labeling.review.queue import claim_next
     from labeling.schema import load_schema
     from labeling.settings import DEFAULT_SCHEMA
@@ -49,13 +49,13 @@ def _worker(url: str, campaign_id: int, user_ids: list[int], seed: int, start: f
                 time.sleep(rng.uniform(0, 0.004))  # "reading" the work
                 skip = rng.random() < 0.1
                 t_submit = time.time()
-                res = submit_label(
-                    engine, campaign_id=campaign_id, work_id=claim.work_id, user_id=uid,
+                res = submit_label(engine, LabelSubmission(
+                    campaign_id=campaign_id, work_id=claim.work_id, user_id=uid,
                     answers=answers_for(schema, rng.randrange(2)), skipped=skip,
                     skip_reason="no_abstract" if skip else None, schema_hash=schema.hash,
                     scores_visible=True, model_version="m", time_on_item_ms=1,
-                    submission_id=f"{uid}:{claim.work_id}", schema=schema,
-                )
+                    submission_id=f"{uid}:{claim.work_id}",
+                ), schema=schema)
                 events.append((claim.work_id, uid, t_claim, t_submit, skip, res.label_id))
             except Exception as exc:  # noqa: BLE001 - every error is a test failure
                 errors.append(f"user {uid}: {type(exc).__name__}: {exc}")
