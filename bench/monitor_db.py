@@ -22,18 +22,10 @@ import numpy as np
 from sqlalchemy import Engine, bindparam, func, insert, select, text, update
 
 from db.engine import make_engine, read_session, upgrade, write_session
-from db.models import (
-    STATUS_UNVALIDATED,
-    STATUS_VALIDATED,
-    CampaignItem,
-    Label,
-    StatusEvent,
-    User,
-    Work,
-    utcnow,
-)
+from db.models import CampaignItem, Label, StatusEvent, User, Work, utcnow
 from labeling.review.validation import evaluate
 from labeling.schema import Schema, get_path
+from labeling.vocabulary import STATUS_UNVALIDATED, STATUS_VALIDATED
 
 CAMPAIGN = "bench-monitor"
 N_ANNOTATORS = 10

@@ -23,6 +23,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from labeling.vocabulary import ROLES, RUN_DONE, SSO_KINDS, STATUS_UNVALIDATED, STATUSES
+
 # Constraint names are fixed from day one so that migrations can name what they alter
 # on both SQLite (batch mode) and PostgreSQL.
 NAMING_CONVENTION = {
@@ -33,14 +35,6 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# Work statuses, in the order a work moves through them.
-STATUS_UNVALIDATED = "machine_predicted_unvalidated"
-STATUS_IN_REVIEW = "human_in_review"
-STATUS_DISPUTED = "human_disputed"
-STATUS_VALIDATED = "human_validated"
-STATUSES = (STATUS_UNVALIDATED, STATUS_IN_REVIEW, STATUS_DISPUTED, STATUS_VALIDATED)
-
-ROLES = ("annotator", "lead", "exporter", "admin")
 
 
 def utcnow() -> datetime:
@@ -206,7 +200,6 @@ class AuthSession(Base):
     superseded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
 
-SSO_KINDS = ("subject", "email", "domain")
 
 
 class SSOIdentity(Base):
@@ -415,8 +408,6 @@ class AbstractCache(Base):
     )
 
 
-# How an import run ended: still running (or killed), done, or failed part-way.
-RUN_RUNNING, RUN_DONE, RUN_FAILED = "running", "done", "failed"
 
 
 class ImportRun(Base):

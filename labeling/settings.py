@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     @classmethod
     def _known_roles(cls, value: str) -> str:
         """Refuse a role name that does not exist, so a typo is not silently ignored."""
-        from db.models import ROLES
+        from labeling.vocabulary import ROLES
 
         unknown = [r.strip() for r in value.split(",") if r.strip() and r.strip() not in ROLES]
         if unknown:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from db.models import STATUS_VALIDATED
 from labeling.review import disputes
 from labeling.review.adjudication import DisputeScreen, apply_dispute_action
 from labeling.review.validation import ValidationError, reopen
+from labeling.vocabulary import STATUS_VALIDATED
 from pages._errors import error_flash
 from pages._guard import engine, require, schema, settings
 from pages._ui import escape_markdown as esc

@@ -6,7 +6,6 @@ from typing import Any
 
 import streamlit as st
 
-from db.models import STATUSES
 from labeling.review.campaigns import (
     SCORE_STRATEGIES,
     STRATEGIES,
@@ -18,6 +17,7 @@ from labeling.review.campaigns import (
 )
 from labeling.review.sampling import ALLOCATIONS
 from labeling.review.validation import RULES
+from labeling.vocabulary import STATUSES
 from pages._errors import error_flash
 from pages._guard import engine, require, schema
 from pages._ui import escape_markdown as esc

@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import Engine, insert
 
 from db.engine import write_session
-from db.models import STATUS_UNVALIDATED, User, Work, utcnow
+from db.models import User, Work, utcnow
 from labeling.schema import Schema
+from labeling.vocabulary import STATUS_UNVALIDATED
 
 
 def work_row(

@@ -29,10 +29,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
-from db.models import ROLES, SSOIdentity, User, utcnow
+from db.models import SSOIdentity, User, utcnow
 from labeling.auth.login_sessions import create_session
 from labeling.auth.users import MAX_NAME_LENGTH, UserInfo
 from labeling.errors import Denied, InputError, NotFound
+from labeling.vocabulary import ROLES
 
 KIND_SUBJECT = "subject"
 KIND_EMAIL = "email"

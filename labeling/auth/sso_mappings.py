@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
-from db.models import ROLES, SSOIdentity, User
+from db.models import SSOIdentity, User
 from labeling.auth.sso import (
     DOMAIN_ROLES,
     KIND_DOMAIN,
@@ -26,6 +26,7 @@ from labeling.auth.sso import (
     normalize_email,
 )
 from labeling.auth.users import UserError, clean_name
+from labeling.vocabulary import ROLES
 
 
 def _to_mapping(row: SSOIdentity, user: User | None) -> SSOMapping:

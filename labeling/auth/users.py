@@ -13,9 +13,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
-from db.models import ROLES, AuthSession, User, utcnow
+from db.models import AuthSession, User, utcnow
 from labeling.errors import Denied, InputError, NotFound
 from labeling.inputs import shown, storable
+from labeling.vocabulary import ROLES
 
 MAX_NAME_LENGTH = 128
 MAX_FAILED_LOGINS = 5
@@ -109,7 +110,7 @@ def add_user(engine: Engine, name: str, role: str, password: str | None = None) 
     Args:
         engine: database engine.
         name: login name (surrounding spaces are stripped; 1-128 characters).
-        role: one of db.models.ROLES.
+        role: one of labeling.vocabulary.ROLES.
         password: initial password; None creates an account that cannot log in yet.
     """
     name = clean_name(name)
@@ -169,7 +170,7 @@ def set_role(engine: Engine, name: str, role: str) -> UserInfo:
     Args:
         engine: database engine.
         name: login name.
-        role: one of db.models.ROLES.
+        role: one of labeling.vocabulary.ROLES.
     """
     _check_role(role)
     with write_session(engine) as session:

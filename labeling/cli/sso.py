@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from db.models import ROLES
 from labeling.cli.context import Context
 from labeling.cli.errors import EXIT_BAD_INPUT, exit_for
+from labeling.vocabulary import ROLES
 
 ROLE_CHOICE = click.Choice(list(ROLES))
 

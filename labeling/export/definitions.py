@@ -13,11 +13,12 @@ from typing import Any
 import pyarrow as pa
 from sqlalchemy import Connection, exists, func, select
 
-from db.models import STATUS_VALIDATED, Campaign, CampaignItem, Label, User, Work
+from db.models import Campaign, CampaignItem, Label, User, Work
 from labeling.errors import InputError
 from labeling.frames.machine_columns import SCORE_COLUMNS, call_columns
 from labeling.inputs import row_id, shown, storable
 from labeling.schema import Question, Schema
+from labeling.vocabulary import STATUS_VALIDATED
 
 STATUS_FILTERS = ("validated", "labelled", "all")
 VIA_CAMPAIGN = re.compile(r"^rule:([a-z]+:k=\d+):c(\d+)$")

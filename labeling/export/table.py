@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import Connection, Text, cast, select
 
-from db.models import STATUS_VALIDATED, Campaign, CampaignItem, Prediction, User, Work
+from db.models import Campaign, CampaignItem, Prediction, User, Work
 from labeling.export.definitions import (
     ExportFilters,
     Pseudonymizer,
@@ -45,6 +45,7 @@ from labeling.frames.machine_columns import (
     machine_plan,
 )
 from labeling.schema import Question, Schema
+from labeling.vocabulary import STATUS_VALIDATED
 
 CHUNK = 2_500
 _ANSWER = {"multi": as_list, "single": as_text, "binary": as_text}

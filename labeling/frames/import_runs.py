@@ -9,7 +9,8 @@ from sqlalchemy import Engine, insert, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from db.engine import write_connection
-from db.models import RUN_DONE, RUN_FAILED, RUN_RUNNING, ImportRun, utcnow
+from db.models import ImportRun, utcnow
+from labeling.vocabulary import RUN_DONE, RUN_FAILED, RUN_RUNNING
 
 # Bulk loads use the drivers directly (db/bulk.py): their errors are not wrapped.
 _DRIVERS = ("sqlite3", "psycopg", "psycopg2")

@@ -19,7 +19,7 @@ import numpy as np
 from sqlalchemy import Engine, select
 
 from db.engine import read_session
-from db.models import STATUS_VALIDATED, CampaignItem, Work
+from db.models import CampaignItem, Work
 from labeling.review.campaigns import CampaignInfo, get_campaign
 from labeling.review.validation import campaign_questions
 from labeling.schema import Question, Schema
@@ -31,6 +31,7 @@ from labeling.stats.estimates import (
 )
 from labeling.stats.machine_arrays import MEMO, encode, layout
 from labeling.stats.machines import compare, human_value, systems
+from labeling.vocabulary import STATUS_VALIDATED
 
 ALL = "all"
 _CHUNK = 500  # ids per IN (...) query

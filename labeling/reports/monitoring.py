@@ -16,16 +16,9 @@ import pandas as pd
 from sqlalchemy import Engine, select
 
 from db.engine import read_session
-from db.models import (
-    STATUS_DISPUTED,
-    STATUS_VALIDATED,
-    CampaignItem,
-    Label,
-    StatusEvent,
-    User,
-    Work,
-)
+from db.models import CampaignItem, Label, StatusEvent, User, Work
 from labeling.stats.estimates import wilson
+from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
 
 ALL_ANNOTATORS = "all annotators"
 LABEL_COLUMNS = ["label_id", "work_id", "user_id", "annotator", "version", "answers", "skipped",

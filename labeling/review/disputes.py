@@ -11,18 +11,11 @@ import pandas as pd
 from sqlalchemy import Engine, func, select, update
 
 from db.engine import read_session, write_session
-from db.models import (
-    STATUS_DISPUTED,
-    STATUS_VALIDATED,
-    CampaignItem,
-    Label,
-    User,
-    Work,
-    utcnow,
-)
+from db.models import CampaignItem, Label, User, Work, utcnow
 from labeling.inputs import shown, storable
 from labeling.review.validation import LEAD_ROLES, ValidationError
 from labeling.schema import Question
+from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
 
 NO_ANSWER = "—"
 

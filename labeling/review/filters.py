@@ -7,8 +7,9 @@ from typing import Any
 
 from sqlalchemy import false, func
 
-from db.models import STATUSES, Work
+from db.models import Work
 from labeling.errors import CampaignError
+from labeling.vocabulary import STATUSES
 
 SCORE_STRATEGIES = (
     "score_opus",

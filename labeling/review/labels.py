@@ -12,16 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from db.engine import read_session, write_session
-from db.models import (
-    STATUS_VALIDATED,
-    Campaign,
-    CampaignItem,
-    Label,
-    Lease,
-    User,
-    Work,
-    utcnow,
-)
+from db.models import Campaign, CampaignItem, Label, Lease, User, Work, utcnow
 from labeling.errors import Conflict, InputError, storage_errors
 from labeling.retrying import retry_now
 from labeling.review.validation import (
@@ -32,6 +23,7 @@ from labeling.review.validation import (
     reevaluate_work,
 )
 from labeling.schema import Schema
+from labeling.vocabulary import STATUS_VALIDATED
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -12,23 +12,16 @@ from sqlalchemy import JSON, Engine, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from db.engine import write_session
-from db.models import (
+from db.models import Adjudication, Campaign, Label, StatusEvent, User, UTCDateTime, Work, utcnow
+from labeling.errors import InputError
+from labeling.inputs import shown, storable
+from labeling.schema import BINARY_LABELS, Question, Schema
+from labeling.vocabulary import (
     STATUS_DISPUTED,
     STATUS_IN_REVIEW,
     STATUS_UNVALIDATED,
     STATUS_VALIDATED,
-    Adjudication,
-    Campaign,
-    Label,
-    StatusEvent,
-    User,
-    UTCDateTime,
-    Work,
-    utcnow,
 )
-from labeling.errors import InputError
-from labeling.inputs import shown, storable
-from labeling.schema import BINARY_LABELS, Question, Schema
 
 RULES = ("unanimous", "majority")
 SKIP_REASONS = ("no_abstract", "not_research", "out_of_scope", "other")

@@ -18,21 +18,13 @@ from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from db.engine import is_sqlite, make_engine, shared_snapshot, write_session
-from db.models import (
-    STATUS_UNVALIDATED,
-    STATUS_VALIDATED,
-    Campaign,
-    CampaignItem,
-    Label,
-    User,
-    Work,
-    utcnow,
-)
+from db.models import Campaign, CampaignItem, Label, User, Work, utcnow
 from labeling.export import parallel as export_parallel
 from labeling.export.gold_set import ExportFilters, export_gold
 from labeling.export.parallel import WorkerError, iter_tables_parallel
 from labeling.frames.importer import import_frame
 from labeling.schema import Schema
+from labeling.vocabulary import STATUS_UNVALIDATED, STATUS_VALIDATED
 from tests.conftest import make_record, write_jsonl
 from tests.factories import add_user, answers_for
 

@@ -9,18 +9,11 @@ import pytest
 from sqlalchemy import func, select
 
 from db.engine import read_session, write_session
-from db.models import (
-    STATUS_VALIDATED,
-    Campaign,
-    Label,
-    Prediction,
-    StatusEvent,
-    User,
-    Work,
-)
+from db.models import Campaign, Label, Prediction, StatusEvent, User, Work
 from labeling.frames.checks import check_record
 from labeling.frames.importer import FrameReadError, import_frame
 from labeling.frames.store import prediction_history
+from labeling.vocabulary import STATUS_VALIDATED
 from tests.conftest import make_record, write_jsonl
 
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 from sqlalchemy import Engine, func, inspect, select
 
 from db.engine import read_session
-from db.models import STATUS_DISPUTED, Base
+from db.models import Base
 from labeling.auth.users import (
     GENERIC_AUTH_ERROR,
     AuthError,
@@ -39,6 +39,7 @@ from labeling.review.labels import LabelSubmission, edit_label, user_labels
 from labeling.review.validation import ValidationError, adjudicate, reopen
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
+from labeling.vocabulary import STATUS_DISPUTED
 from tests.factories import answers_for
 from tests.pages.test_label_page import PASSWORD, build_label_db
 from tests.pages.test_lead_pages import label_pair

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select
 from streamlit.testing.v1 import AppTest
 
 from db.engine import read_session
-from db.models import STATUS_DISPUTED, STATUS_VALIDATED, Work
+from db.models import Work
 from labeling.auth.users import get_user
 from labeling.database import dispose_all, get_engine
 from labeling.frames.importer import import_frame
@@ -23,6 +23,7 @@ from labeling.review.labels import LabelSubmission, submit_label
 from labeling.review.queue import claim_next
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA, get_settings
+from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
 from tests.factories import answers_for
 from tests.label_page import Browser, form
 from tests.pages.test_label_page import PASSWORD, build_label_db, seed_records

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from db.engine import read_session
-from db.models import STATUS_DISPUTED, STATUS_VALIDATED, Work
+from db.models import Work
 from labeling.reports import monitoring as mon
 from labeling.reports.tables import (
     agreement_table,
@@ -27,6 +27,7 @@ from labeling.review.labels import LabelSubmission, submit_label
 from labeling.review.queue import claim_next
 from labeling.review.validation import ValidationError
 from labeling.schema import Question, Schema
+from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
 from tests.factories import add_user, add_works, answers_for
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday

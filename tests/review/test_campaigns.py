@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine, select
 
 from db.engine import read_session, write_session
-from db.models import STATUS_VALIDATED, CampaignItem
+from db.models import CampaignItem
 from labeling.review.campaigns import (
     SCORE_STRATEGIES,
     CampaignError,
@@ -28,6 +28,7 @@ from labeling.review.campaigns import (
 )
 from labeling.review.sampling import DEFAULT_BINS, allocate, assign_strata, stratum_labels
 from labeling.schema import Schema
+from labeling.vocabulary import STATUS_VALIDATED
 from tests.factories import add_user, add_works, insert_works, work_row
 
 

@@ -12,19 +12,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from db.engine import read_session
-from db.models import (
-    STATUS_DISPUTED,
-    STATUS_IN_REVIEW,
-    STATUS_UNVALIDATED,
-    STATUS_VALIDATED,
-    CampaignItem,
-    ImportRun,
-    Label,
-    Lease,
-    StatusEvent,
-    User,
-    Work,
-)
+from db.models import CampaignItem, ImportRun, Label, Lease, StatusEvent, User, Work
 from labeling.review.campaigns import create_campaign, get_campaign
 from labeling.review.label_import import import_labels
 from labeling.review.labels import (
@@ -38,6 +26,12 @@ from labeling.review.labels import (
 )
 from labeling.review.queue import claim_next
 from labeling.schema import Schema
+from labeling.vocabulary import (
+    STATUS_DISPUTED,
+    STATUS_IN_REVIEW,
+    STATUS_UNVALIDATED,
+    STATUS_VALIDATED,
+)
 from tests.factories import add_user, add_works, answers_for
 
 

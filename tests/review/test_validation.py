@@ -8,15 +8,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from db.engine import read_session
-from db.models import (
-    STATUS_DISPUTED,
-    STATUS_IN_REVIEW,
-    STATUS_UNVALIDATED,
-    STATUS_VALIDATED,
-    Adjudication,
-    StatusEvent,
-    Work,
-)
+from db.models import Adjudication, StatusEvent, Work
 from labeling.review.campaigns import create_campaign
 from labeling.review.labels import LabelSubmission, submit_label
 from labeling.review.queue import claim_next
@@ -29,6 +21,12 @@ from labeling.review.validation import (
     reopen,
 )
 from labeling.schema import Question, Schema
+from labeling.vocabulary import (
+    STATUS_DISPUTED,
+    STATUS_IN_REVIEW,
+    STATUS_UNVALIDATED,
+    STATUS_VALIDATED,
+)
 from tests.factories import add_user, add_works, answers_for
 
 CAT = Question("cats", "multi", ("a", "b", "c"))

@@ -20,20 +20,13 @@ import pandas as pd
 from sqlalchemy import Engine, Text, case, cast, func, select
 
 from db.engine import read_session
-from db.models import (
-    STATUS_DISPUTED,
-    STATUS_VALIDATED,
-    CampaignItem,
-    Label,
-    StatusEvent,
-    User,
-    Work,
-)
+from db.models import CampaignItem, Label, StatusEvent, User, Work
 from labeling.reports import monitoring as mon
 from labeling.reports.agreement import long_answers
 from labeling.review.campaigns import CampaignInfo
 from labeling.review.validation import campaign_questions
 from labeling.schema import Schema
+from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
 
 ROW_COLUMNS = ["work_id", "user_id", "annotator", "version", "minute", "skipped", "skip_reason",
                "flagged", "note", "time_on_item_ms", "gold_item"]
