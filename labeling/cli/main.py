@@ -280,6 +280,7 @@ def synth(obj: Context, n: int, out: Path, seed: int) -> None:
     click.echo(f"wrote {written} records to {out}")
 
 
+from labeling.cli.aggregate import register as register_aggregate  # noqa: E402
 from labeling.cli.backup import register as register_trust  # noqa: E402
 from labeling.cli.export import register as register_export  # noqa: E402
 from labeling.cli.review import register  # noqa: E402  (commands of the later issues)
@@ -289,3 +290,4 @@ register(main)
 register_export(main)
 register_trust(main)
 register_sso(main)
+register_aggregate(main)
