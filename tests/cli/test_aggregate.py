@@ -46,7 +46,7 @@ def answer(schema: Schema, who: str, i: int) -> dict[str, str]:
 
 
 def label(engine: Engine, schema: Schema, cid: int, uid: int, who: str, order: list[str],
-          n: int) -> None:
+          n: int, tag: str = "") -> None:
     """`who` labels their next n works of the campaign."""
     for _ in range(n):
         claim = claim_next(engine, cid, uid)
@@ -54,7 +54,7 @@ def label(engine: Engine, schema: Schema, cid: int, uid: int, who: str, order: l
         submit_label(engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
                      answers=answer(schema, who, order.index(claim.work_id)),
                      schema_hash=schema.hash, scores_visible=False, model_version="m",
-                     time_on_item_ms=1000, submission_id=f"{who}-{claim.work_id}",
+                     time_on_item_ms=1000, submission_id=f"{tag}{who}-{claim.work_id}",
                      schema=schema)
 
 
@@ -194,3 +194,25 @@ def test_campaigns_create_stores_the_posterior_threshold(engine, db_url, schema)
         create_campaign(engine, name="y", rule="dawid-skene", posterior=0.4)
     verdict = evaluate([{"genre": "methods"}], ["genre"], "dawid-skene:p=0.9", 1)
     assert verdict.status == "human_in_review" and "aggregate --validate" in verdict.reason
+
+
+def test_the_monitor_shows_the_model_accuracy_beside_gold(engine, db_url, schema,
+                                                          campaign) -> None:
+    from labeling.reports.monitor.view import statistics
+
+    stats = statistics(engine, schema, get_campaign(engine, "ds"))
+    table = stats.tables["model_accuracy"]
+    assert not table.is_empty
+    report = json.loads(run(db_url, "aggregate", "--campaign", "ds", "--json").stdout)
+    expected = {a["annotator"]: (a["accuracy"], a["n"]) for a in report["annotators"]}
+    got = {r.annotator: (r.model_accuracy, r.model_n) for r in table.raw.itertuples()}
+    assert got == expected
+    assert list(table.raw["gold_n"]) == [0, 0, 0]  # no gold checks in this campaign
+    assert "gold accuracy [95% CI]" in table.shown.columns
+    # Too few shared works: a sentence, not a table.
+    small = create_campaign(engine, name="small", overlap=2, questions=QUESTIONS,
+                            schema=schema).id
+    order = sorted(statuses(engine))
+    label(engine, schema, small, add_user(engine, "dan"), "ann", order, 5, tag="small-")
+    few = statistics(engine, schema, get_campaign(engine, "small")).tables["model_accuracy"]
+    assert few.is_empty and few.empty.startswith("Too few shared labels for the model: 0 work")
