@@ -89,6 +89,14 @@ def _text(report: dict[str, Any]) -> str:
                 shown = ";".join(ans) if isinstance(ans, list) else str(ans)
                 parts.append(f"{q}={shown or '(none)'} ({_num(w['posteriors'][q])})")
         lines.append(f"  {w['work_id']}  n={w['n_labels']}  " + "  ".join(parts))
+    unsettled = [q if "labels" not in b else f"{q}: {lab}"
+                 for q, b in report["questions"].items()
+                 for lab, fit in (b.get("labels") or {"": b}).items()
+                 if fit.get("converged") is False]
+    if unsettled:
+        lines.append(f"\nEM stopped at its last round before settling on {', '.join(unsettled)} "
+                     "(the posteriors there may still move; few labels per work or many "
+                     "classes)")
     if "validation" in report:
         v = report["validation"]
         lines.append(f"\nvalidation ({v['rule']}, k={v['k']}): {v['validated']} validated, "

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from labeling.stats.dawid_skene import Fit, dawid_skene, majority, one_hot_argmax
+from labeling.stats.dawid_skene import MAX_ITER, Fit, dawid_skene, majority, one_hot_argmax
 
 METHODS = ("dawid-skene", "majority")
 YES_NO = ("yes", "no")
@@ -76,23 +76,25 @@ def _classes(values: Sequence[Any], order: Sequence[str]) -> list[str]:
 
 
 def _fit(method: str, items: np.ndarray, workers: np.ndarray, labels: np.ndarray,
-         n_items: int, n_workers: int, n_classes: int) -> tuple[Fit, np.ndarray]:
+         n_items: int, n_workers: int, n_classes: int, max_iter: int) -> tuple[Fit, np.ndarray]:
     """The method's fit and the matrix annotators are scored against (posteriors or votes)."""
     size = {"n_items": n_items, "n_workers": n_workers, "n_classes": n_classes}
     if method == "majority":
         fit = majority(items, workers, labels, **size)
         return fit, one_hot_argmax(fit.posteriors)
-    fit = dawid_skene(items, workers, labels, **size)
+    fit = dawid_skene(items, workers, labels, **size, max_iter=max_iter)
     return fit, fit.posteriors
 
 
 def _task(method: str, items: np.ndarray, workers: np.ndarray, values: Sequence[str],
-          order: Sequence[str], n_items: int, names: Sequence[str]) -> dict[str, Any]:
+          order: Sequence[str], n_items: int, names: Sequence[str],
+          max_iter: int) -> dict[str, Any]:
     """Fit one categorical task; its JSON block plus the arrays the caller needs."""
     classes = _classes(values, order)
     code = {c: i for i, c in enumerate(classes)}
     labels = np.fromiter((code[v] for v in values), dtype=np.int64, count=len(values))
-    fit, scoring = _fit(method, items, workers, labels, n_items, len(names), len(classes))
+    fit, scoring = _fit(method, items, workers, labels, n_items, len(names), len(classes),
+                        max_iter)
     right = scoring[items, labels]  # each answer's probability of being the true class
     n = np.bincount(workers, minlength=len(names))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -113,12 +115,18 @@ def _task(method: str, items: np.ndarray, workers: np.ndarray, values: Sequence[
              "iterations": fit.iterations, "converged": fit.converged,
              "annotators": annotators}
     best = fit.posteriors.argmax(axis=1)
-    return {"block": block, "right": right, "answer": [classes[b] for b in best],
+    return {"block": block, "right": right, "best": best,
             "posterior": fit.posteriors[np.arange(n_items), best],
             "distribution": fit.posteriors, "classes": classes}
 
 
-def _question(method: str, q: Any, rows: pd.DataFrame) -> tuple[dict[str, Any], dict[str, Any]]:
+def _rounded(values: np.ndarray) -> list[Any]:
+    """An array of probabilities as (nested) lists of floats rounded like _num."""
+    return np.round(values, 6).tolist()
+
+
+def _question(method: str, q: Any, rows: pd.DataFrame, with_works: bool,
+              max_iter: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """One question's report block, and per work its answer, posterior and distribution."""
     works, items = np.unique(rows["work_id"].to_numpy(dtype=object), return_inverse=True)
     names, workers = np.unique(rows["annotator"].to_numpy(dtype=object), return_inverse=True)
@@ -128,14 +136,16 @@ def _question(method: str, q: Any, rows: pd.DataFrame) -> tuple[dict[str, Any], 
     block: dict[str, Any] = {"kind": q.kind, "n_works": len(works), "n_labels": len(rows)}
     if q.kind != "multi":
         order = YES_NO if q.kind == "binary" else tuple(q.labels)
-        t = _task(method, items, workers, values, order, len(works), names_list)
+        t = _task(method, items, workers, values, order, len(works), names_list, max_iter)
         block.update(t["block"])
         right = t["right"]
-        per_work = {
-            w: {"answer": t["answer"][i], "posterior": t["posterior"][i], "n": int(counts[i]),
-                "distribution": {c: _num(p) for c, p in zip(t["classes"], t["distribution"][i],
-                                                             strict=True)}}
-            for i, w in enumerate(works)}
+        classes = t["classes"]
+        per_work = {} if not with_works else {
+            w: {"answer": classes[b], "posterior": p, "n": n,
+                "distribution": dict(zip(classes, dist, strict=True))}
+            for w, b, p, n, dist in zip(works, t["best"].tolist(), _rounded(t["posterior"]),
+                                        counts.tolist(), _rounded(t["distribution"]),
+                                        strict=True)}
     else:
         met = sorted({lab for v in values for lab in v} - set(q.labels))
         right = np.ones(len(rows))
@@ -143,18 +153,25 @@ def _question(method: str, q: Any, rows: pd.DataFrame) -> tuple[dict[str, Any], 
         fits = {}
         for lab in [*q.labels, *met]:
             yes_no = [YES_NO[0] if lab in v else YES_NO[1] for v in values]
-            t = _task(method, items, workers, yes_no, YES_NO, len(works), names_list)
+            t = _task(method, items, workers, yes_no, YES_NO, len(works), names_list, max_iter)
             block["labels"][lab] = t["block"]
             right = right * t["right"]
             fits[lab] = t
         per_work = {}
-        for i, w in enumerate(works):
-            chosen = [lab for lab, t in fits.items() if t["answer"][i] == YES_NO[0]]
-            least = min((t["posterior"][i] for t in fits.values()), default=1.0)
-            shares = {lab: _num(t["distribution"][i][t["classes"].index(YES_NO[0])])
-                      if YES_NO[0] in t["classes"] else 0.0 for lab, t in fits.items()}
-            per_work[w] = {"answer": chosen, "posterior": least, "n": int(counts[i]),
-                           "distribution": shares}
+        if with_works:
+            labs = list(fits)
+            yes = np.column_stack([  # P(label applies) per work, one column per label
+                t["distribution"][:, t["classes"].index(YES_NO[0])] if YES_NO[0] in t["classes"]
+                else np.zeros(len(works)) for t in fits.values()])
+            chosen = np.column_stack([  # argmax with ties to the first class ("yes")
+                t["best"] == t["classes"].index(YES_NO[0]) if YES_NO[0] in t["classes"]
+                else np.zeros(len(works), dtype=bool) for t in fits.values()])
+            least = np.column_stack([t["posterior"] for t in fits.values()]).min(axis=1)
+            for w, picks, p, n, shares in zip(works, chosen.tolist(), _rounded(least),
+                                              counts.tolist(), _rounded(yes), strict=True):
+                per_work[w] = {"answer": [lab for lab, c in zip(labs, picks, strict=True) if c],
+                               "posterior": p, "n": n,
+                               "distribution": dict(zip(labs, shares, strict=True))}
     if q.kind == "multi":  # a whole label set's accuracy (its labels' blocks have theirs)
         n = np.bincount(workers, minlength=len(names_list))
         sums = np.bincount(workers, weights=right, minlength=len(names_list))
@@ -164,14 +181,16 @@ def _question(method: str, q: Any, rows: pd.DataFrame) -> tuple[dict[str, Any], 
     return block, {"works": per_work, "answers": answers}
 
 
-def aggregate(long: pd.DataFrame, questions: Sequence[Any],
-              method: str = "dawid-skene") -> dict[str, Any]:
+def aggregate(long: pd.DataFrame, questions: Sequence[Any], method: str = "dawid-skene",
+              *, with_works: bool = True, max_iter: int = MAX_ITER) -> dict[str, Any]:
     """Aggregated answers per work and accuracy per annotator (see the module docstring).
 
     Args:
         long: labels as the agreement report's long table (current, non-skipped labels).
         questions: the questions to aggregate (objects with name, kind and labels).
         method: "dawid-skene" or "majority".
+        with_works: False leaves the works list empty (the Monitor needs the annotators only).
+        max_iter: most EM rounds per task (a fit stopped there says converged false).
 
     Returns:
         {method, n_works, n_labels (distinct work-annotator pairs), questions: {name: block},
@@ -189,7 +208,7 @@ def aggregate(long: pd.DataFrame, questions: Sequence[Any],
         if rows.empty:
             blocks[q.name] = {"kind": q.kind, "n_works": 0, "n_labels": 0, "annotators": {}}
             continue
-        block, got = _question(method, q, rows)
+        block, got = _question(method, q, rows, with_works, max_iter)
         blocks[q.name] = block
         answers.append(got["answers"].assign(question=q.name))
         for w, entry in got["works"].items():
@@ -198,7 +217,7 @@ def aggregate(long: pd.DataFrame, questions: Sequence[Any],
                                             "distributions": {}})
             out["n_labels"] = min(out["n_labels"], entry["n"])
             out["answers"][q.name] = entry["answer"]
-            out["posteriors"][q.name] = _num(entry["posterior"])
+            out["posteriors"][q.name] = entry["posterior"]
             out["distributions"][q.name] = entry["distribution"]
     pooled = pd.concat(answers, ignore_index=True) if answers else pd.DataFrame(
         columns=["annotator", "right", "question"])
@@ -209,8 +228,9 @@ def aggregate(long: pd.DataFrame, questions: Sequence[Any],
             "questions": {q: blocks[q]["annotators"][str(who)]
                           for q in dict.fromkeys(mine["question"])}})
     answered = np.array([_present(v) for v in long["value"]], dtype=bool)
-    labelled = long.loc[answered, ["work_id", "annotator"]]
-    return {"method": method, "n_works": len(works),
-            "n_labels": len(labelled.drop_duplicates()),
+    answered &= long["question"].isin([q.name for q in questions]).to_numpy(dtype=bool)
+    labelled = long.loc[answered, ["work_id", "annotator"]].drop_duplicates()
+    return {"method": method, "n_works": int(labelled["work_id"].nunique()),
+            "n_labels": len(labelled),
             "questions": blocks, "works": [works[w] for w in sorted(works)],
             "annotators": annotators}

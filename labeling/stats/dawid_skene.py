@@ -34,9 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 EPS = 1e-10  # crowd-kit's floor for probabilities before a log
-MAX_ITER = 1000
+MAX_ITER = 500  # weakly identified data (2 labels a work, 13 classes) may need more: flagged
 TOL = 1e-5  # largest change of any posterior in the last round
 SMOOTHING = 0.01
 
@@ -86,24 +87,33 @@ def normalise_rows(counts: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, counts / totals, np.nan)
 
 
-def _m_step(items: np.ndarray, workers: np.ndarray, labels: np.ndarray, post: np.ndarray,
-            n_workers: int, smoothing: float) -> tuple[np.ndarray, np.ndarray]:
-    """Class priors and confusion matrices from the current posteriors."""
+def _cells(items: np.ndarray, workers: np.ndarray, labels: np.ndarray, n_items: int,
+           n_workers: int, n_classes: int) -> sparse.csr_matrix:
+    """Labels as an (item, worker x given class) count matrix: both EM steps are products
+    with it, so a round costs two sparse products whatever the number of labels."""
+    ones = np.ones(len(items))
+    return sparse.csr_matrix((ones, (items, workers * n_classes + labels)),
+                             shape=(n_items, n_workers * n_classes))
+
+
+def _m_step(cells: sparse.csr_matrix, post: np.ndarray, n_workers: int,
+            smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+    """Class priors and confusion matrices [worker, true, given] from the posteriors."""
+    k = post.shape[1]
     priors = post.sum(axis=0) + smoothing
     priors = np.clip(priors / priors.sum(), EPS, None)
-    counts = confusion_counts(items, workers, labels, post, n_workers) + smoothing
-    counts = np.clip(counts, EPS, None)
+    # (worker x given, true) -> [worker, true, given]
+    counts = np.asarray(cells.T @ post).reshape(n_workers, k, k).transpose(0, 2, 1)
+    counts = np.clip(counts + smoothing, EPS, None)
     return priors, counts / counts.sum(axis=-1, keepdims=True)
 
 
-def _log_joint(items: np.ndarray, workers: np.ndarray, labels: np.ndarray,
-               priors: np.ndarray, confusion: np.ndarray, n_items: int) -> np.ndarray:
+def _log_joint(cells: sparse.csr_matrix, priors: np.ndarray,
+               confusion: np.ndarray) -> np.ndarray:
     """log prior[j] + sum over each item's labels of log confusion[worker, j, label]."""
-    logs = np.log(confusion[workers, :, labels])  # (n_labels, n_classes)
-    out = np.empty((n_items, len(priors)))
-    for j in range(len(priors)):
-        out[:, j] = np.bincount(items, weights=logs[:, j], minlength=n_items)
-    return out + np.log(priors)
+    n_workers, k, _ = confusion.shape
+    logs = np.log(confusion).transpose(0, 2, 1).reshape(n_workers * k, k)
+    return np.asarray(cells @ logs) + np.log(priors)
 
 
 def dawid_skene(items: np.ndarray, workers: np.ndarray, labels: np.ndarray, *, n_items: int,
@@ -119,15 +129,16 @@ def dawid_skene(items: np.ndarray, workers: np.ndarray, labels: np.ndarray, *, n
         smoothing: pseudo-count added to every confusion cell and class count (0: plain MLE).
     """
     items, workers, labels = (np.asarray(x, dtype=np.int64) for x in (items, workers, labels))
+    cells = _cells(items, workers, labels, n_items, n_workers, n_classes)
     post = vote_shares(items, labels, n_items, n_classes)
-    priors, confusion = _m_step(items, workers, labels, post, n_workers, smoothing)
+    priors, confusion = _m_step(cells, post, n_workers, smoothing)
     converged, rounds = False, 0
     while rounds < max_iter:
         rounds += 1
-        log_joint = _log_joint(items, workers, labels, priors, confusion, n_items)
+        log_joint = _log_joint(cells, priors, confusion)
         shifted = np.exp(log_joint - log_joint.max(axis=1, keepdims=True))
         new = shifted / shifted.sum(axis=1, keepdims=True)
-        priors, confusion = _m_step(items, workers, labels, new, n_workers, smoothing)
+        priors, confusion = _m_step(cells, new, n_workers, smoothing)
         change, post = float(np.abs(new - post).max()), new
         if change < tol:
             converged = True
