@@ -24,11 +24,19 @@ def register(main: click.Group) -> None:
 
 @click.command()
 @click.option("--campaign", required=True, help="The campaign (name or id).")
-@click.option("--method", type=click.Choice(["dawid-skene", "majority"]), default="dawid-skene",
-              show_default=True, help="Dawid-Skene confusion matrices, or plain majority vote.")
-@click.option("--validate", is_flag=True,
-              help="Apply the campaign's dawid-skene rule: validate the works whose posterior "
-                   "reaches its P with k labels, dispute the others (one transaction).")
+@click.option(
+    "--method",
+    type=click.Choice(["dawid-skene", "majority"]),
+    default="dawid-skene",
+    show_default=True,
+    help="Dawid-Skene confusion matrices, or plain majority vote.",
+)
+@click.option(
+    "--validate",
+    is_flag=True,
+    help="Apply the campaign's dawid-skene rule: validate the works whose posterior "
+    "reaches its P with k labels, dispute the others (one transaction).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
 def aggregate(obj: Any, campaign: str, method: str, validate: bool, as_json: bool) -> None:
@@ -64,23 +72,35 @@ def _num(v: float | None, digits: int = 3) -> str:
 
 def _text(report: dict[str, Any]) -> str:
     """The report as plain text: annotators, per question, then one line per work."""
-    lines = [f"{report['campaign']}: {report['method']} over {report['n_labels']} labels of "
-             f"{report['n_works']} works (rule {report['rule']}, k={report['overlap']})"]
+    lines = [
+        f"{report['campaign']}: {report['method']} over {report['n_labels']} labels of "
+        f"{report['n_works']} works (rule {report['rule']}, k={report['overlap']})"
+    ]
     if not report["works"]:
         lines.append("no labels yet")
         return "\n".join(lines)
-    lines.append("\nannotator accuracy (mean probability that an answer is the true one; "
-                 "majority: share equal to the majority answer), n answers:")
+    lines.append(
+        "\nannotator accuracy (mean probability that an answer is the true one; "
+        "majority: share equal to the majority answer), n answers:"
+    )
     names = list(report["questions"])
-    lines.append(f"  {'annotator':20} {'all':>7} {'n':>6}  " + "  ".join(
-        f"{n[:18]:>18}" for n in names))
+    lines.append(
+        f"  {'annotator':20} {'all':>7} {'n':>6}  " + "  ".join(f"{n[:18]:>18}" for n in names)
+    )
     for a in report["annotators"]:
-        cells = [f"{_num(a['questions'][q]['accuracy'])} (n={a['questions'][q]['n']})".rjust(18)
-                 if q in a["questions"] else " " * 18 for q in names]
-        lines.append(f"  {a['annotator'][:20]:20} {_num(a['accuracy']):>7} {a['n']:6d}  "
-                     + "  ".join(cells))
-    lines.append("\nper work: answer (posterior) per question; multi-label: the labels that "
-                 "apply, posterior of the least certain label")
+        cells = [
+            f"{_num(a['questions'][q]['accuracy'])} (n={a['questions'][q]['n']})".rjust(18)
+            if q in a["questions"]
+            else " " * 18
+            for q in names
+        ]
+        lines.append(
+            f"  {a['annotator'][:20]:20} {_num(a['accuracy']):>7} {a['n']:6d}  " + "  ".join(cells)
+        )
+    lines.append(
+        "\nper work: answer (posterior) per question; multi-label: the labels that "
+        "apply, posterior of the least certain label"
+    )
     for w in report["works"]:
         parts = []
         for q in names:
@@ -89,18 +109,24 @@ def _text(report: dict[str, Any]) -> str:
                 shown = ";".join(ans) if isinstance(ans, list) else str(ans)
                 parts.append(f"{q}={shown or '(none)'} ({_num(w['posteriors'][q])})")
         lines.append(f"  {w['work_id']}  n={w['n_labels']}  " + "  ".join(parts))
-    unsettled = [q if "labels" not in b else f"{q}: {lab}"
-                 for q, b in report["questions"].items()
-                 for lab, fit in (b.get("labels") or {"": b}).items()
-                 if fit.get("converged") is False]
+    unsettled = [
+        q if "labels" not in b else f"{q}: {lab}"
+        for q, b in report["questions"].items()
+        for lab, fit in (b.get("labels") or {"": b}).items()
+        if fit.get("converged") is False
+    ]
     if unsettled:
-        lines.append(f"\nEM stopped at its last round before settling on {', '.join(unsettled)} "
-                     "(the posteriors there may still move; few labels per work or many "
-                     "classes)")
+        lines.append(
+            f"\nEM stopped at its last round before settling on {', '.join(unsettled)} "
+            "(the posteriors there may still move; few labels per work or many "
+            "classes)"
+        )
     if "validation" in report:
         v = report["validation"]
-        lines.append(f"\nvalidation ({v['rule']}, k={v['k']}): {v['validated']} validated, "
-                     f"{v['disputed']} disputed, {v['in_review']} in review (fewer than k "
-                     f"labels), {v['left_alone']} validated otherwise and left alone; "
-                     f"{v['changed']} changed")
+        lines.append(
+            f"\nvalidation ({v['rule']}, k={v['k']}): {v['validated']} validated, "
+            f"{v['disputed']} disputed, {v['in_review']} in review (fewer than k "
+            f"labels), {v['left_alone']} validated otherwise and left alone; "
+            f"{v['changed']} changed"
+        )
     return "\n".join(lines)

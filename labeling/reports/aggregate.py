@@ -14,9 +14,14 @@ from labeling.schema import Schema
 from labeling.stats.aggregation import aggregate
 
 
-def aggregate_for(engine: Engine, schema: Schema, campaign: str | int,
-                  method: str = "dawid-skene", *,
-                  labels: pd.DataFrame | None = None) -> dict[str, Any]:
+def aggregate_for(
+    engine: Engine,
+    schema: Schema,
+    campaign: str | int,
+    method: str = "dawid-skene",
+    *,
+    labels: pd.DataFrame | None = None,
+) -> dict[str, Any]:
     """The campaign's aggregated answers and annotator accuracies (stats.aggregation).
 
     Labels are read as `labeling agreement` reads them: each annotator's current version,
@@ -31,7 +36,6 @@ def aggregate_for(engine: Engine, schema: Schema, campaign: str | int,
     """
     info = get_campaign(engine, campaign)
     questions = campaign_questions(info, schema)
-    long = answers_long(engine, info.id, [q.name for q in questions]) if labels is None \
-        else labels
+    long = answers_long(engine, info.id, [q.name for q in questions]) if labels is None else labels
     report = aggregate(long, questions, method)
     return {"campaign": info.name, "rule": info.rule, "overlap": info.overlap, **report}

@@ -38,19 +38,23 @@ from labeling.review.validation import (
 )
 from labeling.schema import Schema
 
-COUNTED = {STATUS_VALIDATED: "validated", STATUS_DISPUTED: "disputed",
-           STATUS_IN_REVIEW: "in_review"}
+COUNTED = {
+    STATUS_VALIDATED: "validated",
+    STATUS_DISPUTED: "disputed",
+    STATUS_IN_REVIEW: "in_review",
+}
 CHUNK = 2000  # work ids per locking query (SQLite's bound-parameter limit is far above)
 
 
 def _chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
     """The ids in slices of CHUNK."""
     for start in range(0, len(ids), CHUNK):
-        yield ids[start:start + CHUNK]
+        yield ids[start : start + CHUNK]
 
 
-def model_verdict(work: dict[str, Any], questions: Sequence[str], threshold: float,
-                  k: int) -> Verdict:
+def model_verdict(
+    work: dict[str, Any], questions: Sequence[str], threshold: float, k: int
+) -> Verdict:
     """What one work of the aggregate report amounts to under posterior >= P with k labels."""
     answered = [q for q in questions if q in work["posteriors"]]
     n = work["n_labels"] if len(answered) == len(questions) else 0
@@ -59,16 +63,21 @@ def model_verdict(work: dict[str, Any], questions: Sequence[str], threshold: flo
     low = [q for q in questions if (work["posteriors"][q] or 0.0) < threshold]
     if low:
         shown = ", ".join(f"{q} ({work['posteriors'][q]:.3f})" for q in low)
-        return Verdict(STATUS_DISPUTED, None,
-                       f"{MODEL_RULE} posterior below {threshold:g} on {shown}")
+        return Verdict(
+            STATUS_DISPUTED, None, f"{MODEL_RULE} posterior below {threshold:g} on {shown}"
+        )
     least = min(work["posteriors"][q] for q in questions)
-    return Verdict(STATUS_VALIDATED, {q: work["answers"][q] for q in questions},
-                   f"{n} labels, {MODEL_RULE} posterior >= {threshold:g} on every question "
-                   f"(lowest {least:.3f}; k={k})")
+    return Verdict(
+        STATUS_VALIDATED,
+        {q: work["answers"][q] for q in questions},
+        f"{n} labels, {MODEL_RULE} posterior >= {threshold:g} on every question "
+        f"(lowest {least:.3f}; k={k})",
+    )
 
 
-def apply_model_rule(engine: Engine, schema: Schema, campaign: Any,
-                     report: dict[str, Any]) -> dict[str, Any]:
+def apply_model_rule(
+    engine: Engine, schema: Schema, campaign: Any, report: dict[str, Any]
+) -> dict[str, Any]:
     """Settle a dawid-skene campaign's labelled works from its aggregate report (one transaction).
 
     Args:
@@ -83,22 +92,36 @@ def apply_model_rule(engine: Engine, schema: Schema, campaign: Any,
     """
     name, threshold = rule_parts(campaign.rule)
     if name != MODEL_RULE or threshold is None:
-        raise ValidationError(f"campaign '{campaign.name}' has the rule {campaign.rule}: "
-                              f"--validate applies to campaigns created with --rule {MODEL_RULE}")
+        raise ValidationError(
+            f"campaign '{campaign.name}' has the rule {campaign.rule}: "
+            f"--validate applies to campaigns created with --rule {MODEL_RULE}"
+        )
     if report.get("method") != MODEL_RULE:
         raise ValidationError(f"the rule needs the {MODEL_RULE} aggregation")
     questions = [q.name for q in campaign_questions(campaign, schema)]
     works = {w["work_id"]: w for w in report["works"]}
     ids = sorted(works)
-    out = {"rule": campaign.rule, "posterior": threshold, "k": campaign.overlap,
-           "works": len(ids), "validated": 0, "disputed": 0, "in_review": 0, "changed": 0,
-           "left_alone": 0}
+    out = {
+        "rule": campaign.rule,
+        "posterior": threshold,
+        "k": campaign.overlap,
+        "works": len(ids),
+        "validated": 0,
+        "disputed": 0,
+        "in_review": 0,
+        "changed": 0,
+        "left_alone": 0,
+    }
     with write_session(engine) as session:
         conn = session.connection()
         current = {}
         for chunk in _chunks(ids):
-            query = (select(Work.id, Work.status, Work.validated_via, Work.final_answers)
-                     .where(Work.id.in_(chunk)).order_by(Work.id).with_for_update())
+            query = (
+                select(Work.id, Work.status, Work.validated_via, Work.final_answers)
+                .where(Work.id.in_(chunk))
+                .order_by(Work.id)
+                .with_for_update()
+            )
             current.update({row.id: row for row in conn.execute(query)})
         for wid in ids:
             row = current.get(wid)
@@ -111,9 +134,20 @@ def apply_model_rule(engine: Engine, schema: Schema, campaign: Any,
             out[COUNTED[verdict.status]] += 1
             via = MODEL_VIA if verdict.status == STATUS_VALIDATED else None
             if (row.status, row.final_answers, row.validated_via) == (
-                    verdict.status, verdict.final_answers, via):
+                verdict.status,
+                verdict.final_answers,
+                via,
+            ):
                 continue
             out["changed"] += 1
-            _set_status(session, wid, row.status, verdict, via=via, campaign_id=campaign.id,
-                        user_id=None, always_event=True)
+            _set_status(
+                session,
+                wid,
+                row.status,
+                verdict,
+                via=via,
+                campaign_id=campaign.id,
+                user_id=None,
+                always_event=True,
+            )
     return out

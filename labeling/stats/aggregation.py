@@ -64,9 +64,13 @@ def _question_rows(long: pd.DataFrame, name: str, kind: str) -> pd.DataFrame:
     rows = long[long["question"] == name]
     rows = rows[np.array([_present(v) for v in rows["value"]], dtype=bool)]
     rows = rows.drop_duplicates(["work_id", "annotator"], keep="last")
-    return pd.DataFrame({"work_id": rows["work_id"].to_numpy(dtype=object),
-                         "annotator": rows["annotator"].to_numpy(dtype=object),
-                         "value": [_answer(kind, v) for v in rows["value"]]})
+    return pd.DataFrame(
+        {
+            "work_id": rows["work_id"].to_numpy(dtype=object),
+            "annotator": rows["annotator"].to_numpy(dtype=object),
+            "value": [_answer(kind, v) for v in rows["value"]],
+        }
+    )
 
 
 def _classes(values: Sequence[Any], order: Sequence[str]) -> list[str]:
@@ -75,8 +79,16 @@ def _classes(values: Sequence[Any], order: Sequence[str]) -> list[str]:
     return [c for c in order if c in set(met)] + [c for c in met if c not in set(order)]
 
 
-def _fit(method: str, items: np.ndarray, workers: np.ndarray, labels: np.ndarray,
-         n_items: int, n_workers: int, n_classes: int, max_iter: int) -> tuple[Fit, np.ndarray]:
+def _fit(
+    method: str,
+    items: np.ndarray,
+    workers: np.ndarray,
+    labels: np.ndarray,
+    n_items: int,
+    n_workers: int,
+    n_classes: int,
+    max_iter: int,
+) -> tuple[Fit, np.ndarray]:
     """The method's fit and the matrix annotators are scored against (posteriors or votes)."""
     size = {"n_items": n_items, "n_workers": n_workers, "n_classes": n_classes}
     if method == "majority":
@@ -86,15 +98,21 @@ def _fit(method: str, items: np.ndarray, workers: np.ndarray, labels: np.ndarray
     return fit, fit.posteriors
 
 
-def _task(method: str, items: np.ndarray, workers: np.ndarray, values: Sequence[str],
-          order: Sequence[str], n_items: int, names: Sequence[str],
-          max_iter: int) -> dict[str, Any]:
+def _task(
+    method: str,
+    items: np.ndarray,
+    workers: np.ndarray,
+    values: Sequence[str],
+    order: Sequence[str],
+    n_items: int,
+    names: Sequence[str],
+    max_iter: int,
+) -> dict[str, Any]:
     """Fit one categorical task; its JSON block plus the arrays the caller needs."""
     classes = _classes(values, order)
     code = {c: i for i, c in enumerate(classes)}
     labels = np.fromiter((code[v] for v in values), dtype=np.int64, count=len(values))
-    fit, scoring = _fit(method, items, workers, labels, n_items, len(names), len(classes),
-                        max_iter)
+    fit, scoring = _fit(method, items, workers, labels, n_items, len(names), len(classes), max_iter)
     right = scoring[items, labels]  # each answer's probability of being the true class
     n = np.bincount(workers, minlength=len(names))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -106,18 +124,28 @@ def _task(method: str, items: np.ndarray, workers: np.ndarray, values: Sequence[
         confusion = {}
         for j, true in enumerate(classes):
             row = fit.confusion[w, j]
-            confusion[true] = (None if not np.isfinite(row).all() else
-                               {given: _num(row[g]) for g, given in enumerate(classes)})
-        annotators[who] = {"accuracy": _num(accuracy[w]), "n": int(n[w]),
-                           "confusion": confusion}
-    block = {"classes": classes,
-             "prior": {c: _num(p) for c, p in zip(classes, fit.priors, strict=True)},
-             "iterations": fit.iterations, "converged": fit.converged,
-             "annotators": annotators}
+            confusion[true] = (
+                None
+                if not np.isfinite(row).all()
+                else {given: _num(row[g]) for g, given in enumerate(classes)}
+            )
+        annotators[who] = {"accuracy": _num(accuracy[w]), "n": int(n[w]), "confusion": confusion}
+    block = {
+        "classes": classes,
+        "prior": {c: _num(p) for c, p in zip(classes, fit.priors, strict=True)},
+        "iterations": fit.iterations,
+        "converged": fit.converged,
+        "annotators": annotators,
+    }
     best = fit.posteriors.argmax(axis=1)
-    return {"block": block, "right": right, "best": best,
-            "posterior": fit.posteriors[np.arange(n_items), best],
-            "distribution": fit.posteriors, "classes": classes}
+    return {
+        "block": block,
+        "right": right,
+        "best": best,
+        "posterior": fit.posteriors[np.arange(n_items), best],
+        "distribution": fit.posteriors,
+        "classes": classes,
+    }
 
 
 def _rounded(values: np.ndarray) -> list[Any]:
@@ -125,8 +153,9 @@ def _rounded(values: np.ndarray) -> list[Any]:
     return np.round(values, 6).tolist()
 
 
-def _question(method: str, q: Any, rows: pd.DataFrame, with_works: bool,
-              max_iter: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _question(
+    method: str, q: Any, rows: pd.DataFrame, with_works: bool, max_iter: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """One question's report block, and per work its answer, posterior and distribution."""
     works, items = np.unique(rows["work_id"].to_numpy(dtype=object), return_inverse=True)
     names, workers = np.unique(rows["annotator"].to_numpy(dtype=object), return_inverse=True)
@@ -140,12 +169,26 @@ def _question(method: str, q: Any, rows: pd.DataFrame, with_works: bool,
         block.update(t["block"])
         right = t["right"]
         classes = t["classes"]
-        per_work = {} if not with_works else {
-            w: {"answer": classes[b], "posterior": p, "n": n,
-                "distribution": dict(zip(classes, dist, strict=True))}
-            for w, b, p, n, dist in zip(works, t["best"].tolist(), _rounded(t["posterior"]),
-                                        counts.tolist(), _rounded(t["distribution"]),
-                                        strict=True)}
+        per_work = (
+            {}
+            if not with_works
+            else {
+                w: {
+                    "answer": classes[b],
+                    "posterior": p,
+                    "n": n,
+                    "distribution": dict(zip(classes, dist, strict=True)),
+                }
+                for w, b, p, n, dist in zip(
+                    works,
+                    t["best"].tolist(),
+                    _rounded(t["posterior"]),
+                    counts.tolist(),
+                    _rounded(t["distribution"]),
+                    strict=True,
+                )
+            }
+        )
     else:
         met = sorted({lab for v in values for lab in v} - set(q.labels))
         right = np.ones(len(rows))
@@ -160,29 +203,52 @@ def _question(method: str, q: Any, rows: pd.DataFrame, with_works: bool,
         per_work = {}
         if with_works:
             labs = list(fits)
-            yes = np.column_stack([  # P(label applies) per work, one column per label
-                t["distribution"][:, t["classes"].index(YES_NO[0])] if YES_NO[0] in t["classes"]
-                else np.zeros(len(works)) for t in fits.values()])
-            chosen = np.column_stack([  # argmax with ties to the first class ("yes")
-                t["best"] == t["classes"].index(YES_NO[0]) if YES_NO[0] in t["classes"]
-                else np.zeros(len(works), dtype=bool) for t in fits.values()])
+            yes = np.column_stack(
+                [  # P(label applies) per work, one column per label
+                    t["distribution"][:, t["classes"].index(YES_NO[0])]
+                    if YES_NO[0] in t["classes"]
+                    else np.zeros(len(works))
+                    for t in fits.values()
+                ]
+            )
+            chosen = np.column_stack(
+                [  # argmax with ties to the first class ("yes")
+                    t["best"] == t["classes"].index(YES_NO[0])
+                    if YES_NO[0] in t["classes"]
+                    else np.zeros(len(works), dtype=bool)
+                    for t in fits.values()
+                ]
+            )
             least = np.column_stack([t["posterior"] for t in fits.values()]).min(axis=1)
-            for w, picks, p, n, shares in zip(works, chosen.tolist(), _rounded(least),
-                                              counts.tolist(), _rounded(yes), strict=True):
-                per_work[w] = {"answer": [lab for lab, c in zip(labs, picks, strict=True) if c],
-                               "posterior": p, "n": n,
-                               "distribution": dict(zip(labs, shares, strict=True))}
+            for w, picks, p, n, shares in zip(
+                works, chosen.tolist(), _rounded(least), counts.tolist(), _rounded(yes), strict=True
+            ):
+                per_work[w] = {
+                    "answer": [lab for lab, c in zip(labs, picks, strict=True) if c],
+                    "posterior": p,
+                    "n": n,
+                    "distribution": dict(zip(labs, shares, strict=True)),
+                }
     if q.kind == "multi":  # a whole label set's accuracy (its labels' blocks have theirs)
         n = np.bincount(workers, minlength=len(names_list))
         sums = np.bincount(workers, weights=right, minlength=len(names_list))
-        block["annotators"] = {who: {"accuracy": _num(sums[w] / n[w]), "n": int(n[w])}
-                               for w, who in enumerate(names_list) if n[w]}
+        block["annotators"] = {
+            who: {"accuracy": _num(sums[w] / n[w]), "n": int(n[w])}
+            for w, who in enumerate(names_list)
+            if n[w]
+        }
     answers = pd.DataFrame({"annotator": [names_list[w] for w in workers], "right": right})
     return block, {"works": per_work, "answers": answers}
 
 
-def aggregate(long: pd.DataFrame, questions: Sequence[Any], method: str = "dawid-skene",
-              *, with_works: bool = True, max_iter: int = MAX_ITER) -> dict[str, Any]:
+def aggregate(
+    long: pd.DataFrame,
+    questions: Sequence[Any],
+    method: str = "dawid-skene",
+    *,
+    with_works: bool = True,
+    max_iter: int = MAX_ITER,
+) -> dict[str, Any]:
     """Aggregated answers per work and accuracy per annotator (see the module docstring).
 
     Args:
@@ -212,25 +278,45 @@ def aggregate(long: pd.DataFrame, questions: Sequence[Any], method: str = "dawid
         blocks[q.name] = block
         answers.append(got["answers"].assign(question=q.name))
         for w, entry in got["works"].items():
-            out = works.setdefault(str(w), {"work_id": str(w), "n_labels": entry["n"],
-                                            "answers": {}, "posteriors": {},
-                                            "distributions": {}})
+            out = works.setdefault(
+                str(w),
+                {
+                    "work_id": str(w),
+                    "n_labels": entry["n"],
+                    "answers": {},
+                    "posteriors": {},
+                    "distributions": {},
+                },
+            )
             out["n_labels"] = min(out["n_labels"], entry["n"])
             out["answers"][q.name] = entry["answer"]
             out["posteriors"][q.name] = entry["posterior"]
             out["distributions"][q.name] = entry["distribution"]
-    pooled = pd.concat(answers, ignore_index=True) if answers else pd.DataFrame(
-        columns=["annotator", "right", "question"])
+    pooled = (
+        pd.concat(answers, ignore_index=True)
+        if answers
+        else pd.DataFrame(columns=["annotator", "right", "question"])
+    )
     annotators = []
     for who, mine in pooled.groupby("annotator", sort=True):
-        annotators.append({
-            "annotator": str(who), "accuracy": _num(mine["right"].mean()), "n": len(mine),
-            "questions": {q: blocks[q]["annotators"][str(who)]
-                          for q in dict.fromkeys(mine["question"])}})
+        annotators.append(
+            {
+                "annotator": str(who),
+                "accuracy": _num(mine["right"].mean()),
+                "n": len(mine),
+                "questions": {
+                    q: blocks[q]["annotators"][str(who)] for q in dict.fromkeys(mine["question"])
+                },
+            }
+        )
     answered = np.array([_present(v) for v in long["value"]], dtype=bool)
     answered &= long["question"].isin([q.name for q in questions]).to_numpy(dtype=bool)
     labelled = long.loc[answered, ["work_id", "annotator"]].drop_duplicates()
-    return {"method": method, "n_works": int(labelled["work_id"].nunique()),
-            "n_labels": len(labelled),
-            "questions": blocks, "works": [works[w] for w in sorted(works)],
-            "annotators": annotators}
+    return {
+        "method": method,
+        "n_works": int(labelled["work_id"].nunique()),
+        "n_labels": len(labelled),
+        "questions": blocks,
+        "works": [works[w] for w in sorted(works)],
+        "annotators": annotators,
+    }

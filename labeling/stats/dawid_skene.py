@@ -53,8 +53,7 @@ class Fit:
     converged: bool | None
 
 
-def vote_shares(items: np.ndarray, labels: np.ndarray, n_items: int,
-                n_classes: int) -> np.ndarray:
+def vote_shares(items: np.ndarray, labels: np.ndarray, n_items: int, n_classes: int) -> np.ndarray:
     """Each item's share of labels per class (majority vote's posterior)."""
     counts = np.bincount(items * n_classes + labels, minlength=n_items * n_classes)
     counts = counts.reshape(n_items, n_classes).astype(float)
@@ -68,15 +67,21 @@ def one_hot_argmax(posteriors: np.ndarray) -> np.ndarray:
     return out
 
 
-def confusion_counts(items: np.ndarray, workers: np.ndarray, labels: np.ndarray,
-                     posteriors: np.ndarray, n_workers: int) -> np.ndarray:
+def confusion_counts(
+    items: np.ndarray,
+    workers: np.ndarray,
+    labels: np.ndarray,
+    posteriors: np.ndarray,
+    n_workers: int,
+) -> np.ndarray:
     """Expected counts [worker, true class, given class] under the item posteriors."""
     k = posteriors.shape[1]
     cell = workers * k + labels
     out = np.empty((n_workers, k, k))
     for j in range(k):  # k is small (a question's labels): one bincount per true class
-        out[:, j, :] = np.bincount(cell, weights=posteriors[items, j],
-                                   minlength=n_workers * k).reshape(n_workers, k)
+        out[:, j, :] = np.bincount(
+            cell, weights=posteriors[items, j], minlength=n_workers * k
+        ).reshape(n_workers, k)
     return out
 
 
@@ -87,17 +92,25 @@ def normalise_rows(counts: np.ndarray) -> np.ndarray:
         return np.where(totals > 0, counts / totals, np.nan)
 
 
-def _cells(items: np.ndarray, workers: np.ndarray, labels: np.ndarray, n_items: int,
-           n_workers: int, n_classes: int) -> sparse.csr_matrix:
+def _cells(
+    items: np.ndarray,
+    workers: np.ndarray,
+    labels: np.ndarray,
+    n_items: int,
+    n_workers: int,
+    n_classes: int,
+) -> sparse.csr_matrix:
     """Labels as an (item, worker x given class) count matrix: both EM steps are products
     with it, so a round costs two sparse products whatever the number of labels."""
     ones = np.ones(len(items))
-    return sparse.csr_matrix((ones, (items, workers * n_classes + labels)),
-                             shape=(n_items, n_workers * n_classes))
+    return sparse.csr_matrix(
+        (ones, (items, workers * n_classes + labels)), shape=(n_items, n_workers * n_classes)
+    )
 
 
-def _m_step(cells: sparse.csr_matrix, post: np.ndarray, n_workers: int,
-            smoothing: float) -> tuple[np.ndarray, np.ndarray]:
+def _m_step(
+    cells: sparse.csr_matrix, post: np.ndarray, n_workers: int, smoothing: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Class priors and confusion matrices [worker, true, given] from the posteriors."""
     k = post.shape[1]
     priors = post.sum(axis=0) + smoothing
@@ -108,17 +121,25 @@ def _m_step(cells: sparse.csr_matrix, post: np.ndarray, n_workers: int,
     return priors, counts / counts.sum(axis=-1, keepdims=True)
 
 
-def _log_joint(cells: sparse.csr_matrix, priors: np.ndarray,
-               confusion: np.ndarray) -> np.ndarray:
+def _log_joint(cells: sparse.csr_matrix, priors: np.ndarray, confusion: np.ndarray) -> np.ndarray:
     """log prior[j] + sum over each item's labels of log confusion[worker, j, label]."""
     n_workers, k, _ = confusion.shape
     logs = np.log(confusion).transpose(0, 2, 1).reshape(n_workers * k, k)
     return np.asarray(cells @ logs) + np.log(priors)
 
 
-def dawid_skene(items: np.ndarray, workers: np.ndarray, labels: np.ndarray, *, n_items: int,
-                n_workers: int, n_classes: int, max_iter: int = MAX_ITER, tol: float = TOL,
-                smoothing: float = SMOOTHING) -> Fit:
+def dawid_skene(
+    items: np.ndarray,
+    workers: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n_items: int,
+    n_workers: int,
+    n_classes: int,
+    max_iter: int = MAX_ITER,
+    tol: float = TOL,
+    smoothing: float = SMOOTHING,
+) -> Fit:
     """Dawid-Skene posteriors and confusion matrices by EM (see the module docstring).
 
     Args:
@@ -146,8 +167,15 @@ def dawid_skene(items: np.ndarray, workers: np.ndarray, labels: np.ndarray, *, n
     return Fit(post, confusion, priors, rounds, converged)
 
 
-def majority(items: np.ndarray, workers: np.ndarray, labels: np.ndarray, *, n_items: int,
-             n_workers: int, n_classes: int) -> Fit:
+def majority(
+    items: np.ndarray,
+    workers: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n_items: int,
+    n_workers: int,
+    n_classes: int,
+) -> Fit:
     """Majority vote: vote shares as posteriors; confusion against the majority answer."""
     items, workers, labels = (np.asarray(x, dtype=np.int64) for x in (items, workers, labels))
     post = vote_shares(items, labels, n_items, n_classes)

@@ -40,31 +40,56 @@ def answer(schema: Schema, who: str, i: int) -> dict[str, str]:
     right = truth(schema, i)
     if (who == "bob" and i % 5 == 0) or (who == "cy" and i % 3 == 0):
         genres = schema.question("genre").labels
-        return {"genre": genres[(i + 1) % 3],
-                "about_ca_system": "no" if right["about_ca_system"] == "yes" else "yes"}
+        return {
+            "genre": genres[(i + 1) % 3],
+            "about_ca_system": "no" if right["about_ca_system"] == "yes" else "yes",
+        }
     return right
 
 
-def label(engine: Engine, schema: Schema, cid: int, uid: int, who: str, order: list[str],
-          n: int, tag: str = "") -> None:
+def label(
+    engine: Engine,
+    schema: Schema,
+    cid: int,
+    uid: int,
+    who: str,
+    order: list[str],
+    n: int,
+    tag: str = "",
+) -> None:
     """`who` labels their next n works of the campaign."""
     for _ in range(n):
         claim = claim_next(engine, cid, uid)
         assert claim is not None
-        submit_label(engine, campaign_id=cid, work_id=claim.work_id, user_id=uid,
-                     answers=answer(schema, who, order.index(claim.work_id)),
-                     schema_hash=schema.hash, scores_visible=False, model_version="m",
-                     time_on_item_ms=1000, submission_id=f"{tag}{who}-{claim.work_id}",
-                     schema=schema)
+        submit_label(
+            engine,
+            campaign_id=cid,
+            work_id=claim.work_id,
+            user_id=uid,
+            answers=answer(schema, who, order.index(claim.work_id)),
+            schema_hash=schema.hash,
+            scores_visible=False,
+            model_version="m",
+            time_on_item_ms=1000,
+            submission_id=f"{tag}{who}-{claim.work_id}",
+            schema=schema,
+        )
 
 
 @pytest.fixture
 def campaign(engine: Engine, schema: Schema) -> int:
     """A dawid-skene campaign (P = 0.99, k = 3) of 31 works: 30 with three labels, one with two."""
     order = add_works(engine, 31)  # W0001 first in the queue (highest score)
-    cid = create_campaign(engine, name="ds", strategy="score_max", overlap=3,
-                          rule="dawid-skene", posterior=0.99, questions=QUESTIONS,
-                          schema=schema).id
+    cid = create_campaign(
+        engine,
+        name="ds",
+        strategy="score_max",
+        overlap=3,
+        rule="dawid-skene",
+        posterior=0.99,
+        questions=QUESTIONS,
+        schema=schema,
+    ).id
     for who in ("ann", "bob", "cy"):
         label(engine, schema, cid, add_user(engine, who), who, order, 30 if who == "cy" else 31)
     return cid
@@ -73,16 +98,27 @@ def campaign(engine: Engine, schema: Schema) -> int:
 def statuses(engine: Engine) -> dict[str, tuple[str, str | None]]:
     """Each work's status and validated_via."""
     with read_session(engine) as session:
-        return {r.id: (r.status, r.validated_via) for r in session.execute(
-            select(Work.id, Work.status, Work.validated_via))}
+        return {
+            r.id: (r.status, r.validated_via)
+            for r in session.execute(select(Work.id, Work.status, Work.validated_via))
+        }
 
 
 def test_the_json_report_has_the_documented_keys(engine, db_url, campaign) -> None:
     result = run(db_url, "aggregate", "--campaign", "ds", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert {"campaign", "rule", "overlap", "method", "n_works", "n_labels", "questions",
-            "works", "annotators"} <= set(report)
+    assert {
+        "campaign",
+        "rule",
+        "overlap",
+        "method",
+        "n_works",
+        "n_labels",
+        "questions",
+        "works",
+        "annotators",
+    } <= set(report)
     assert report["campaign"] == "ds" and report["rule"] == "dawid-skene:p=0.99"
     assert report["method"] == "dawid-skene" and report["n_works"] == 31
     assert report["n_labels"] == 92
@@ -90,16 +126,25 @@ def test_the_json_report_has_the_documented_keys(engine, db_url, campaign) -> No
     assert set(work) == {"work_id", "n_labels", "answers", "posteriors", "distributions"}
     assert set(work["answers"]) == set(QUESTIONS)
     genre = report["questions"]["genre"]
-    assert {"kind", "n_works", "n_labels", "classes", "prior", "iterations", "converged",
-            "annotators"} <= set(genre)
+    assert {
+        "kind",
+        "n_works",
+        "n_labels",
+        "classes",
+        "prior",
+        "iterations",
+        "converged",
+        "annotators",
+    } <= set(genre)
     assert set(genre["annotators"]["ann"]) == {"accuracy", "n", "confusion"}
     ann, bob, cy = report["annotators"]
     assert [a["annotator"] for a in (ann, bob, cy)] == ["ann", "bob", "cy"]
     assert set(ann) == {"annotator", "accuracy", "n", "questions"}
     assert ann["n"] == 62 and cy["n"] == 60
     assert ann["accuracy"] > bob["accuracy"] > cy["accuracy"]
-    majority = json.loads(run(db_url, "aggregate", "--campaign", "ds", "--method", "majority",
-                              "--json").stdout)
+    majority = json.loads(
+        run(db_url, "aggregate", "--campaign", "ds", "--method", "majority", "--json").stdout
+    )
     assert majority["method"] == "majority"
     assert majority["questions"]["genre"]["iterations"] is None
     text = run(db_url, "aggregate", "--campaign", "ds").output
@@ -111,23 +156,30 @@ def test_unknown_campaign_and_misused_validate_exit_2(engine, db_url, schema) ->
     assert missing.exit_code == 2 and "nope" in missing.output
     add_works(engine, 3)
     create_campaign(engine, name="plain", overlap=2, schema=schema)
-    wrong = CliRunner().invoke(main, ["--db", db_url, "aggregate", "--campaign", "plain",
-                                      "--validate"])
+    wrong = CliRunner().invoke(
+        main, ["--db", db_url, "aggregate", "--campaign", "plain", "--validate"]
+    )
     assert wrong.exit_code == 2 and "--rule dawid-skene" in wrong.output
-    both = CliRunner().invoke(main, ["--db", db_url, "aggregate", "--campaign", "plain",
-                                     "--validate", "--method", "majority"])
+    both = CliRunner().invoke(
+        main,
+        ["--db", db_url, "aggregate", "--campaign", "plain", "--validate", "--method", "majority"],
+    )
     assert both.exit_code == 2 and "majority" in both.output
 
 
-def test_validate_settles_the_works_by_posterior_and_k(engine, db_url, schema, campaign,
-                                                       tmp_path: Path) -> None:
+def test_validate_settles_the_works_by_posterior_and_k(
+    engine, db_url, schema, campaign, tmp_path: Path
+) -> None:
     # A submit leaves every work of a dawid-skene campaign in review.
     assert {s for s, _ in statuses(engine).values()} == {"human_in_review"}
     result = run(db_url, "aggregate", "--campaign", "ds", "--validate", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    sure = {w["work_id"] for w in report["works"]
-            if w["n_labels"] >= 3 and min(w["posteriors"].values()) >= 0.99}
+    sure = {
+        w["work_id"]
+        for w in report["works"]
+        if w["n_labels"] >= 3 and min(w["posteriors"].values()) >= 0.99
+    }
     unsure = {w["work_id"] for w in report["works"] if w["n_labels"] >= 3} - sure
     assert sure and unsure, "the simulation should give both outcomes"
     now = statuses(engine)
@@ -136,12 +188,22 @@ def test_validate_settles_the_works_by_posterior_and_k(engine, db_url, schema, c
     assert now["W0031"] == ("human_in_review", None)  # two labels of the three k asks
     v = report["validation"]
     assert (v["validated"], v["disputed"], v["in_review"], v["changed"]) == (
-        len(sure), len(unsure), 1, len(sure) + len(unsure))
+        len(sure),
+        len(unsure),
+        1,
+        len(sure) + len(unsure),
+    )
     with read_session(engine) as session:
-        finals = dict(session.execute(select(Work.id, Work.final_answers)
-                                      .where(Work.status == "human_validated")).all())
-        events = session.execute(select(func.count()).select_from(StatusEvent).where(
-            StatusEvent.reason.like("%dawid-skene posterior%"))).scalar_one()
+        finals = dict(
+            session.execute(
+                select(Work.id, Work.final_answers).where(Work.status == "human_validated")
+            ).all()
+        )
+        events = session.execute(
+            select(func.count())
+            .select_from(StatusEvent)
+            .where(StatusEvent.reason.like("%dawid-skene posterior%"))
+        ).scalar_one()
     assert events == len(sure) + len(unsure)
     answers = {w["work_id"]: w["answers"] for w in report["works"]}
     assert all(finals[w] == answers[w] for w in sure)
@@ -158,36 +220,49 @@ def test_validate_settles_the_works_by_posterior_and_k(engine, db_url, schema, c
     lead = add_user(engine, "lead", "lead")
     settled = sorted(unsure)[0]
     adjudicate(engine, settled, truth(schema, 0), "checked", lead, campaign, schema=schema)
-    again = json.loads(run(db_url, "aggregate", "--campaign", "ds", "--validate",
-                           "--json").stdout)["validation"]
+    again = json.loads(run(db_url, "aggregate", "--campaign", "ds", "--validate", "--json").stdout)[
+        "validation"
+    ]
     assert again["changed"] == 0 and again["left_alone"] == 1
     assert statuses(engine)[settled][1] == "adjudicated:lead"
 
 
-def test_a_submit_leaves_a_model_validated_work_alone(engine, db_url, schema,
-                                                      campaign) -> None:
+def test_a_submit_leaves_a_model_validated_work_alone(engine, db_url, schema, campaign) -> None:
     run(db_url, "aggregate", "--campaign", "ds", "--validate")
     validated = [w for w, s in statuses(engine).items() if s[0] == "human_validated"]
     from labeling.auth.users import get_user
     from labeling.review.labels import edit_label
 
     ann = get_user(engine, "ann").id
-    edit_label(engine, campaign_id=campaign, work_id=validated[0], user_id=ann,
-               answers=answer(schema, "cy", 0), schema_hash=schema.hash, scores_visible=False,
-               model_version="m", time_on_item_ms=1, submission_id="edit-1", schema=schema)
+    edit_label(
+        engine,
+        campaign_id=campaign,
+        work_id=validated[0],
+        user_id=ann,
+        answers=answer(schema, "cy", 0),
+        schema_hash=schema.hash,
+        scores_visible=False,
+        model_version="m",
+        time_on_item_ms=1,
+        submission_id="edit-1",
+        schema=schema,
+    )
     assert statuses(engine)[validated[0]] == ("human_validated", "model:dawid-skene")
 
 
 def test_campaigns_create_stores_the_posterior_threshold(engine, db_url, schema) -> None:
     add_works(engine, 3)
-    made = run(db_url, "campaigns", "create", "m", "--rule", "dawid-skene", "--posterior",
-               "0.9", "-k", "2")
+    made = run(
+        db_url, "campaigns", "create", "m", "--rule", "dawid-skene", "--posterior", "0.9", "-k", "2"
+    )
     assert made.exit_code == 0, made.output
     assert get_campaign(engine, "m").rule == "dawid-skene:p=0.9"
     assert run(db_url, "campaigns", "create", "d", "--rule", "dawid-skene").exit_code == 0
     assert get_campaign(engine, "d").rule == "dawid-skene:p=0.95"
-    for args in (["--rule", "majority", "--posterior", "0.9"], ["--rule", "dawid-skene",
-                                                                "--posterior", "0.5"]):
+    for args in (
+        ["--rule", "majority", "--posterior", "0.9"],
+        ["--rule", "dawid-skene", "--posterior", "0.5"],
+    ):
         bad = CliRunner().invoke(main, ["--db", db_url, "campaigns", "create", "x", *args])
         assert bad.exit_code == 2, bad.output
     with pytest.raises(CampaignError, match="above 0.5"):
@@ -196,8 +271,7 @@ def test_campaigns_create_stores_the_posterior_threshold(engine, db_url, schema)
     assert verdict.status == "human_in_review" and "aggregate --validate" in verdict.reason
 
 
-def test_the_monitor_shows_the_model_accuracy_beside_gold(engine, db_url, schema,
-                                                          campaign) -> None:
+def test_the_monitor_shows_the_model_accuracy_beside_gold(engine, db_url, schema, campaign) -> None:
     from labeling.reports.monitor.view import statistics
 
     stats = statistics(engine, schema, get_campaign(engine, "ds"))
@@ -212,8 +286,7 @@ def test_the_monitor_shows_the_model_accuracy_beside_gold(engine, db_url, schema
     assert list(table.raw["gold_n"]) == [0, 0, 0]  # no gold checks in this campaign
     assert "gold accuracy [95% CI]" in table.shown.columns
     # Too few shared works: a sentence, not a table.
-    small = create_campaign(engine, name="small", overlap=2, questions=QUESTIONS,
-                            schema=schema).id
+    small = create_campaign(engine, name="small", overlap=2, questions=QUESTIONS, schema=schema).id
     order = sorted(statuses(engine))
     label(engine, schema, small, add_user(engine, "dan"), "ann", order, 5, tag="small-")
     few = statistics(engine, schema, get_campaign(engine, "small")).tables["model_accuracy"]
@@ -223,12 +296,21 @@ def test_the_monitor_shows_the_model_accuracy_beside_gold(engine, db_url, schema
 def test_the_text_names_fits_that_did_not_settle() -> None:
     from labeling.cli.aggregate import _text
 
-    report = {"campaign": "c", "method": "dawid-skene", "n_labels": 2, "n_works": 1,
-              "rule": "unanimous", "overlap": 1, "annotators": [],
-              "works": [{"work_id": "W1", "n_labels": 2, "answers": {"g": "a"},
-                         "posteriors": {"g": 0.5}}],
-              "questions": {"g": {"converged": False},
-                            "cats": {"labels": {"x": {"converged": True},
-                                                "y": {"converged": False}}}}}
+    report = {
+        "campaign": "c",
+        "method": "dawid-skene",
+        "n_labels": 2,
+        "n_works": 1,
+        "rule": "unanimous",
+        "overlap": 1,
+        "annotators": [],
+        "works": [
+            {"work_id": "W1", "n_labels": 2, "answers": {"g": "a"}, "posteriors": {"g": 0.5}}
+        ],
+        "questions": {
+            "g": {"converged": False},
+            "cats": {"labels": {"x": {"converged": True}, "y": {"converged": False}}},
+        },
+    }
     text = _text(report)
     assert "before settling on g, cats: y (" in text and "W1  n=2  g=a (0.500)" in text

@@ -17,16 +17,22 @@ from labeling.stats.dawid_skene import dawid_skene, majority, vote_shares
 LABELS = ("a", "b", "c")
 
 
-def simulate(seed: int, accuracies: list[float], n_items: int = 300, n_classes: int = 3,
-             coverage: float = 1.0) -> tuple[np.ndarray, ...]:
+def simulate(
+    seed: int,
+    accuracies: list[float],
+    n_items: int = 300,
+    n_classes: int = 3,
+    coverage: float = 1.0,
+) -> tuple[np.ndarray, ...]:
     """Items with a true class; each annotator right with its accuracy, else uniformly wrong."""
     rng = np.random.default_rng(seed)
-    truth = rng.choice(n_classes, size=n_items, p=[0.5, 0.3, 0.2][:n_classes] if n_classes == 3
-                       else None)
+    truth = rng.choice(
+        n_classes, size=n_items, p=[0.5, 0.3, 0.2][:n_classes] if n_classes == 3 else None
+    )
     items = np.repeat(np.arange(n_items), len(accuracies))
     workers = np.tile(np.arange(len(accuracies)), n_items)
     keep = rng.random(len(items)) < coverage
-    keep[::len(accuracies)] = True  # every item keeps at least one label
+    keep[:: len(accuracies)] = True  # every item keeps at least one label
     items, workers = items[keep], workers[keep]
     right = rng.random(len(items)) < np.asarray(accuracies)[workers]
     wrong = (truth[items] + rng.integers(1, n_classes, size=len(items))) % n_classes
@@ -63,8 +69,9 @@ def test_one_round_is_the_dawid_skene_formula() -> None:
     """One EM round equals the 1979 formulas written out with plain loops."""
     _, items, workers, labels, _ = simulate(4, [0.9, 0.7, 0.6], n_items=20, coverage=0.7)
     k, n_w = 3, 3
-    fit = dawid_skene(items, workers, labels, n_items=20, n_workers=n_w, n_classes=k,
-                      max_iter=1, smoothing=0.5)
+    fit = dawid_skene(
+        items, workers, labels, n_items=20, n_workers=n_w, n_classes=k, max_iter=1, smoothing=0.5
+    )
     start = vote_shares(items, labels, 20, k)
     prior = (start.sum(axis=0) + 0.5) / (20 + 0.5 * k)
     conf = np.full((n_w, k, k), 0.5)
@@ -72,16 +79,20 @@ def test_one_round_is_the_dawid_skene_formula() -> None:
         conf[w, :, lab] += start[i]
     conf /= conf.sum(axis=-1, keepdims=True)
     for i in range(20):
-        like = [prior[j] * math.prod(conf[w, j, lab] for w, lab in
-                                     zip(workers[items == i], labels[items == i], strict=True))
-                for j in range(k)]
+        like = [
+            prior[j]
+            * math.prod(
+                conf[w, j, lab]
+                for w, lab in zip(workers[items == i], labels[items == i], strict=True)
+            )
+            for j in range(k)
+        ]
         assert np.allclose(fit.posteriors[i], np.array(like) / sum(like))
 
 
 def test_unanimous_labels_give_certain_answers() -> None:
     items, workers = np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1])
-    fit = dawid_skene(items, workers, np.zeros(4, dtype=int), n_items=2, n_workers=2,
-                      n_classes=1)
+    fit = dawid_skene(items, workers, np.zeros(4, dtype=int), n_items=2, n_workers=2, n_classes=1)
     assert np.allclose(fit.posteriors, 1.0) and fit.converged
 
 
@@ -104,8 +115,11 @@ def long_table(seed: int, accuracies: dict[str, float], n_works: int = 300) -> t
     return long, truth
 
 
-QUESTIONS = [QuestionSpec("design", "single", LABELS), QuestionSpec("about", "binary"),
-             QuestionSpec("cats", "multi", LABELS)]
+QUESTIONS = [
+    QuestionSpec("design", "single", LABELS),
+    QuestionSpec("about", "binary"),
+    QuestionSpec("cats", "multi", LABELS),
+]
 
 
 def realised(long: pd.DataFrame, truth: dict[str, Any]) -> dict[Any, dict[str, float]]:
@@ -116,9 +130,9 @@ def realised(long: pd.DataFrame, truth: dict[str, Any]) -> dict[Any, dict[str, f
         if q == "cats":
             for lab in LABELS:
                 right.setdefault(lab, {}).setdefault(who, []).append(
-                    (lab in value) == (lab in multi))
-        ok = {"design": value == single, "about": value == binary,
-              "cats": set(value) == multi}[q]
+                    (lab in value) == (lab in multi)
+                )
+        ok = {"design": value == single, "about": value == binary, "cats": set(value) == multi}[q]
         right.setdefault(q, {}).setdefault(who, []).append(ok)
     return {k: {who: float(np.mean(v)) for who, v in d.items()} for k, d in right.items()}
 
@@ -156,10 +170,17 @@ def test_the_report_recovers_accuracies_per_question_and_label(seed: int) -> Non
         assert abs(got - real["cats"][who]) < tolerance["sets"], who
     pooled = {a["annotator"]: a for a in report["annotators"]}
     assert pooled["ann"]["n"] == 900 and set(pooled["ann"]["questions"]) == {
-        "design", "about", "cats"}
-    assert pooled["ann"]["accuracy"] == pytest.approx(np.mean(
-        [cats["annotators"]["ann"]["accuracy"]] + [report["questions"][q]["annotators"]["ann"][
-            "accuracy"] for q in ("design", "about")]), abs=1e-5)
+        "design",
+        "about",
+        "cats",
+    }
+    assert pooled["ann"]["accuracy"] == pytest.approx(
+        np.mean(
+            [cats["annotators"]["ann"]["accuracy"]]
+            + [report["questions"][q]["annotators"]["ann"]["accuracy"] for q in ("design", "about")]
+        ),
+        abs=1e-5,
+    )
     right = sum(w["answers"]["design"] == truth[w["work_id"]][0] for w in report["works"])
     assert right / 300 > 0.9
 
@@ -173,7 +194,8 @@ def test_works_carry_answers_posteriors_and_distributions() -> None:
     cats = work["distributions"]["cats"]
     assert work["answers"]["cats"] == [lab for lab in LABELS if cats[lab] >= 0.5]
     assert work["posteriors"]["cats"] == pytest.approx(
-        min(max(p, 1 - p) for p in cats.values()), abs=1e-6)
+        min(max(p, 1 - p) for p in cats.values()), abs=1e-6
+    )
     design = work["distributions"]["design"]
     assert work["posteriors"]["design"] == max(design.values())
     assert work["answers"]["design"] == max(design, key=design.get)
@@ -181,12 +203,21 @@ def test_works_carry_answers_posteriors_and_distributions() -> None:
 
 def test_majority_gives_vote_shares_and_agreement_with_the_majority() -> None:
     long = pd.DataFrame(
-        [("W1", "ann", "design", "a"), ("W1", "bob", "design", "a"), ("W1", "cy", "design", "b"),
-         ("W2", "ann", "design", "b"), ("W2", "bob", "design", "c"),
-         ("W1", "ann", "cats", ["a", "b"]), ("W1", "bob", "cats", ["a"]),
-         ("W2", "ann", "about", True), ("W2", "bob", "about", None),  # None: not an answer
-         ("W2", "cy", "about", "no"), ("W2", "cy", "about", "yes")],  # the last one counts
-        columns=["work_id", "annotator", "question", "value"])
+        [
+            ("W1", "ann", "design", "a"),
+            ("W1", "bob", "design", "a"),
+            ("W1", "cy", "design", "b"),
+            ("W2", "ann", "design", "b"),
+            ("W2", "bob", "design", "c"),
+            ("W1", "ann", "cats", ["a", "b"]),
+            ("W1", "bob", "cats", ["a"]),
+            ("W2", "ann", "about", True),
+            ("W2", "bob", "about", None),  # None: not an answer
+            ("W2", "cy", "about", "no"),
+            ("W2", "cy", "about", "yes"),  # the last one counts
+        ],
+        columns=["work_id", "annotator", "question", "value"],
+    )
     report = aggregate(long, QUESTIONS, "majority")
     w1, w2 = report["works"]
     assert w1["answers"]["design"] == "a" and w1["posteriors"]["design"] == pytest.approx(2 / 3)
@@ -198,8 +229,11 @@ def test_majority_gives_vote_shares_and_agreement_with_the_majority() -> None:
     design = report["questions"]["design"]
     assert design["iterations"] is None and design["classes"] == ["a", "b", "c"]
     cy = design["annotators"]["cy"]
-    assert cy == {"accuracy": 0.0, "n": 1, "confusion": {
-        "a": {"a": 0.0, "b": 1.0, "c": 0.0}, "b": None, "c": None}}
+    assert cy == {
+        "accuracy": 0.0,
+        "n": 1,
+        "confusion": {"a": {"a": 0.0, "b": 1.0, "c": 0.0}, "b": None, "c": None},
+    }
     assert design["annotators"]["ann"]["accuracy"] == 1.0
     assert w1["n_labels"] == 2  # cats has two labels on W1, design three: the fewest
     json.dumps(report, allow_nan=False)
@@ -209,7 +243,11 @@ def test_empty_table_and_unknown_method() -> None:
     empty = pd.DataFrame(columns=["work_id", "annotator", "question", "value"])
     report = aggregate(empty, QUESTIONS)
     assert report["works"] == [] and report["annotators"] == [] and report["n_labels"] == 0
-    assert report["questions"]["design"] == {"kind": "single", "n_works": 0, "n_labels": 0,
-                                             "annotators": {}}
+    assert report["questions"]["design"] == {
+        "kind": "single",
+        "n_works": 0,
+        "n_labels": 0,
+        "annotators": {},
+    }
     with pytest.raises(ValueError, match="unknown method"):
         aggregate(empty, QUESTIONS, "wawa")

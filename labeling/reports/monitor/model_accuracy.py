@@ -32,8 +32,9 @@ def shared_works(long: pd.DataFrame) -> int:
     return int((per_work >= 2).sum())
 
 
-def model_accuracy(long: pd.DataFrame, questions: Sequence[Any],
-                   annotators: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def model_accuracy(
+    long: pd.DataFrame, questions: Sequence[Any], annotators: pd.DataFrame
+) -> tuple[pd.DataFrame, str]:
     """Per annotator: Dawid-Skene accuracy and n answers, beside gold accuracy and its n.
 
     Args:
@@ -50,13 +51,21 @@ def model_accuracy(long: pd.DataFrame, questions: Sequence[Any],
         return pd.DataFrame(columns=COLUMNS), (
             f"Too few shared labels for the model: {shared} work(s) have two or more labels, "
             f"Dawid-Skene needs at least {MIN_SHARED_WORKS} (it learns each annotator from "
-            "their overlap with the others).")
+            "their overlap with the others)."
+        )
     report = aggregate(long, questions, "dawid-skene", with_works=False, max_iter=MAX_ITER)
-    model = pd.DataFrame([{"annotator": a["annotator"], "model_accuracy": a["accuracy"],
-                           "model_n": a["n"]} for a in report["annotators"]])
+    model = pd.DataFrame(
+        [
+            {"annotator": a["annotator"], "model_accuracy": a["accuracy"], "model_n": a["n"]}
+            for a in report["annotators"]
+        ]
+    )
     gold_cols = ["annotator", "gold", "gold_lo", "gold_hi", "gold_n"]
-    gold = (annotators[gold_cols] if not annotators.empty and "gold" in annotators
-            else pd.DataFrame(columns=gold_cols))
+    gold = (
+        annotators[gold_cols]
+        if not annotators.empty and "gold" in annotators
+        else pd.DataFrame(columns=gold_cols)
+    )
     out = model.merge(gold, on="annotator", how="left")
     out["gold_n"] = out["gold_n"].fillna(0).astype(int)
     return out[COLUMNS], ""
