@@ -140,6 +140,12 @@ def annotators_tab(stats: Statistics, prefix: str) -> None:
                "validated non-gold works, 95% Wilson interval, n = answers compared. Gold: the "
                "same on gold checks.")
     show_table(t["annotators"], prefix)
+    st.markdown("**Accuracy estimated by a model, beside accuracy on gold checks**")
+    st.caption("Model: under Dawid-Skene (each annotator's confusion matrix learnt from every "
+               "label of the campaign, no gold needed; the numbers of `labeling aggregate`), "
+               "the mean probability that an annotator's answer is the true one; model_n = "
+               "answers. Gold: share right on gold checks, 95% Wilson interval, gold_n answers.")
+    show_table(t["model_accuracy"], prefix)
     st.markdown("**Agreement with the validated answer, per question**")
     show_table(t["per_question"], prefix)
     st.markdown("**Drift: agreement with the validated answer by week**")

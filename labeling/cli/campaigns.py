@@ -46,9 +46,12 @@ def campaigns() -> None:
 )
 @click.option("--bins", help="Stratified: score_max bin edges, e.g. 0,0.1,0.5,1.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--rule", type=click.Choice(["unanimous", "majority"]), default="unanimous", show_default=True
-)
+@click.option("--rule", type=click.Choice(["unanimous", "majority", "dawid-skene"]),
+              default="unanimous", show_default=True,
+              help="dawid-skene: posterior >= --posterior with k labels, applied by "
+                   "`labeling aggregate --validate`.")
+@click.option("--posterior", type=click.FloatRange(0.5, 1, min_open=True),
+              help="The dawid-skene rule's threshold P (default 0.95).")
 @click.option("--gold-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
 @click.option(
     "--filter",
@@ -59,7 +62,8 @@ def campaigns() -> None:
 @click.pass_obj
 def campaigns_create(obj: Context, name: str, strategy: str, overlap: int, blind: bool,
                      questions: str | None, lease_minutes: float, sample_size: int | None,
-                     allocation: str, bins: str | None, seed: int, rule: str, gold_rate: float,
+                     allocation: str, bins: str | None, seed: int, rule: str,
+                     posterior: float | None, gold_rate: float,
                      filter_json: str | None) -> None:  # fmt: skip
     """Create a campaign and queue its works."""
     from labeling.review.campaigns import create_campaign
@@ -77,7 +81,8 @@ def campaigns_create(obj: Context, name: str, strategy: str, overlap: int, blind
         obj.engine, name=name, strategy=strategy, filter=filt, overlap=overlap, blind=blind,
         questions=[q.strip() for q in questions.split(",")] if questions else None,
         lease_seconds=int(lease_minutes * 60), sample_size=sample_size, allocation=alloc,
-        bins=edges, seed=seed, rule=rule, gold_rate=gold_rate, schema=obj.schema(),
+        bins=edges, seed=seed, rule=rule, posterior=posterior, gold_rate=gold_rate,
+            schema=obj.schema(),
     )  # fmt: skip
     kind = "probability sample" if info.is_probability_sample else "score order (not a sample)"
     click.echo(f"created campaign {info.name} (id {info.id}): {info.n_items} works, {kind}")

@@ -9,7 +9,18 @@ from __future__ import annotations
 
 import click
 
-from labeling.cli import abstracts, backup, campaigns, export, frames, labels, sso, stats, users
+from labeling.cli import (
+    abstracts,
+    aggregate,
+    backup,
+    campaigns,
+    export,
+    frames,
+    labels,
+    sso,
+    stats,
+    users,
+)
 from labeling.cli.context import Context
 from labeling.cli.errors import LabelingGroup
 
@@ -35,5 +46,5 @@ def init(obj: Context) -> None:
     click.echo(f"database {url} at revision {current_revision(engine)}")
 
 
-for _group in (frames, labels, users, campaigns, abstracts, stats, export, backup, sso):
+for _group in (frames, labels, users, campaigns, abstracts, stats, aggregate, export, backup, sso):
     _group.register(main)

@@ -18,7 +18,7 @@ from labeling.errors import CampaignError
 from labeling.inputs import row_id, storable
 from labeling.review.filters import SCORE_STRATEGIES, filter_clauses, validate_filter
 from labeling.review.sampling import draw_sample, validate_bins
-from labeling.review.validation import RULES
+from labeling.review.validation import MODEL_RULE, RULES
 from labeling.schema import Schema
 
 SAMPLE_STRATEGIES = ("random", "stratified")
@@ -96,6 +96,23 @@ def _materialise_order(
     session.execute(insert(CampaignItem).from_select(cols, source))
 
 
+DEFAULT_POSTERIOR = 0.95
+
+
+def stored_rule(rule: str, posterior: float | None = None) -> str:
+    """The rule column's value: the rule's name, and the dawid-skene rule's threshold."""
+    if rule not in RULES:
+        raise CampaignError(f"unknown rule {rule!r}: expected one of {', '.join(RULES)}")
+    if rule != MODEL_RULE:
+        if posterior is not None:
+            raise CampaignError(f"a posterior threshold applies to the {MODEL_RULE} rule only")
+        return rule
+    p = DEFAULT_POSTERIOR if posterior is None else float(posterior)
+    if not 0.5 < p <= 1.0:  # at most 0.5 a yes/no question would validate on a coin toss
+        raise CampaignError(f"the posterior threshold must be above 0.5 and at most 1, not {p}")
+    return f"{MODEL_RULE}:p={p:g}"
+
+
 def create_campaign(
     engine: Engine,
     *,
@@ -111,6 +128,7 @@ def create_campaign(
     bins: Sequence[float] | None = None,
     seed: int = 0,
     rule: str = "unanimous",
+    posterior: float | None = None,
     gold_rate: float = 0.0,
     created_by: int | None = None,
     description: str | None = None,
@@ -133,7 +151,9 @@ def create_campaign(
         allocation: stratified allocation: "proportional", "equal" or n per stratum.
         bins: score_max edges of the strata (default sampling.DEFAULT_BINS).
         seed: random seed of the draw and of the queue order of samples.
-        rule: validation rule, "unanimous" or "majority".
+        rule: validation rule, "unanimous", "majority" or "dawid-skene" (posterior >= P
+            with k labels, applied by `labeling aggregate --validate`).
+        posterior: P of the dawid-skene rule (default 0.95; stored in the rule column).
         gold_rate: probability of offering a gold work instead of the next one.
         created_by: user id of the lead.
         description: free text.
@@ -146,8 +166,7 @@ def create_campaign(
         raise CampaignError(f"unknown strategy {strategy!r}: expected one of {known}")
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
         raise CampaignError(f"overlap must be a whole number of at least 1, not {overlap!r}")
-    if rule not in RULES:
-        raise CampaignError(f"unknown rule {rule!r}: expected one of {', '.join(RULES)}")
+    rule = stored_rule(rule, posterior)
     if not 0.0 <= float(gold_rate) <= 1.0:
         raise CampaignError("gold_rate must be between 0 and 1")
     if int(lease_seconds) < 1:

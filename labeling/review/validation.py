@@ -23,7 +23,9 @@ from labeling.vocabulary import (
     STATUS_VALIDATED,
 )
 
-RULES = ("unanimous", "majority")
+RULES = ("unanimous", "majority", "dawid-skene")
+MODEL_RULE = "dawid-skene"  # stored as "dawid-skene:p=0.95"; settled by `aggregate --validate`
+MODEL_VIA = "model:dawid-skene"
 SKIP_REASONS = ("no_abstract", "not_research", "out_of_scope", "other")
 ADJUDICATED_PREFIX = "adjudicated:"
 LEAD_ROLES = ("lead", "admin")
@@ -119,6 +121,12 @@ def _unkey(question: Question | str, key: Any) -> Any:
     return sorted(key)
 
 
+def rule_parts(rule: str) -> tuple[str, float | None]:
+    """A campaign's rule column as (rule name, the model rule's posterior threshold)."""
+    name, _, threshold = rule.partition(":p=")
+    return name, float(threshold) if threshold else None
+
+
 def evaluate(
     labels: Sequence[Mapping[str, Any]], questions: Sequence[Question | str], rule: str, k: int
 ) -> Verdict:
@@ -128,18 +136,22 @@ def evaluate(
         labels: one answers dict per annotator (current, non-skipped versions only).
         questions: the questions that must be settled (Question objects or names).
         rule: "unanimous" (k labels, all agreeing) or "majority" (k labels, a strict
-            majority on every question).
+            majority on every question); under "dawid-skene" a submit never settles a work
+            (the posterior depends on every label of the campaign: see review.model_rule).
         k: the number of independent labels the rule needs (the campaign's overlap).
 
     Returns:
         The Verdict: status constant, final answers when validated, and a reason.
     """
-    if rule not in RULES:
+    if rule_parts(rule)[0] not in RULES:
         raise ValueError(f"unknown rule {rule!r}: expected one of {', '.join(RULES)}")
     if k < 1:
         raise ValueError("k must be at least 1")
     if not labels:
         return Verdict(STATUS_UNVALIDATED, None, "no human labels yet")
+    if rule_parts(rule)[0] == MODEL_RULE:
+        return Verdict(STATUS_IN_REVIEW, None, f"{len(labels)} of {k} labels ({rule}; "
+                       "settled by `labeling aggregate --validate`)")
     final: dict[str, Any] = {}
     disagree: list[str] = []
     short: list[str] = []
@@ -259,7 +271,8 @@ def reevaluate_work(
     questions = campaign_questions(campaign, schema)
     verdict = evaluate(labels, questions, campaign.rule, campaign.overlap)
     match = _RULE_VIA.match(via_now)
-    other_campaign = bool(match) and int(match.group(1)) != campaign.id
+    # The model's verdicts change only in its own step (whichever campaign holds the work).
+    other_campaign = (bool(match) and int(match.group(1)) != campaign.id) or via_now == MODEL_VIA
     if (
         work.status == STATUS_VALIDATED
         and other_campaign

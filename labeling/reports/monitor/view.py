@@ -22,6 +22,7 @@ from labeling.reports import monitoring as mon
 from labeling.reports.agreement import agreement_for
 from labeling.reports.evaluation import frame_estimates, machine_report, validated_works
 from labeling.reports.monitor import data as md
+from labeling.reports.monitor import model_accuracy as mm
 from labeling.reports.monitor import summary as ms
 from labeling.reports.monitor import text as mt
 from labeling.reports.tables import (
@@ -35,6 +36,7 @@ from labeling.reports.tables import (
     with_ci,
 )
 from labeling.review.campaigns import CampaignInfo, campaign_progress, get_campaign
+from labeling.review.validation import campaign_questions
 from labeling.schema import Schema
 
 
@@ -186,6 +188,10 @@ def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo,
     tables, (stats, drift) = clock("annotator tables", _annotator_tables, rows, n_validated)
     long = clock("agreement", md.agreement_labels, rows)
     agreement = clock("agreement", agreement_for, engine, schema, campaign.id, labels=long)
+    model, no_model = clock("model accuracy", mm.model_accuracy, long,
+                            campaign_questions(campaign, schema), stats)
+    tables["model_accuracy"] = table("model_accuracy", model, no_model,
+                                     ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi"))
     rows_agree = agreement_table(agreement)
     rows_agree = rows_agree[rows_agree["n_labels"].fillna(0) > 0].reset_index(drop=True)
     no_labels = "No labels yet: there is no agreement to measure."
