@@ -7,7 +7,7 @@ from operator import itemgetter
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON, Connection, DateTime, Table
+from sqlalchemy import JSON, ColumnDefault, Connection, DateTime, Table
 from sqlalchemy.types import TypeDecorator
 
 from db.engine import RawJSON
@@ -64,6 +64,8 @@ def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> N
         if col.name in keys or col.default is None or col.primary_key:
             continue
         default = col.default
+        # The models' defaults are values or callables (no Sequence, no server-side default).
+        assert isinstance(default, ColumnDefault)
         value = default.arg(None) if default.is_callable else default.arg
         enc = _encoder(col, dialect)
         extra_keys.append(col.name)
@@ -86,6 +88,7 @@ def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> N
     keys += extra_keys
     cols = ", ".join(f'"{k}"' for k in keys)
     dbapi_conn = conn.connection.driver_connection
+    assert dbapi_conn is not None  # only a closed or invalidated pool entry has none
     if dialect == "postgresql":
         with dbapi_conn.cursor() as cur:
             with cur.copy(f'COPY "{table.name}" ({cols}) FROM STDIN') as copy:

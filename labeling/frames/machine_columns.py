@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -118,6 +118,7 @@ class MachinePlan:
 
     paths: list[str]
     steps: list[tuple[str, int, Callable[[Any], Any]]]
+    _parts: list[tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Split the paths once (the importer calls columns() for every record)."""
@@ -176,7 +177,7 @@ def machine_hash(schema: Schema) -> str:
     Teachers, and per question its name, kind, labels, threshold and the score and call
     paths: editing prompts or codebook text does not make stored values stale.
     """
-    parts = [list(schema.teachers)]
+    parts: list[list[Any]] = [list(schema.teachers)]
     parts += [[q.name, q.kind, list(q.labels), q.threshold, sorted(q.scores.items()),
                sorted(q.calls.items())] for q in schema.questions]  # fmt: skip
     return hashlib.sha256(orjson.dumps(parts)).hexdigest()[:16]

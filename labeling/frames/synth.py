@@ -12,7 +12,7 @@ import gzip
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from itertools import repeat
 from pathlib import Path
@@ -131,7 +131,7 @@ def _bibliographic(rng: np.random.Generator, start: int, n: int, seed: int) -> l
         dict(zip(ROUTE_KEYS, row, strict=True))
         for row in zip(*(c.tolist() for c in route_cols), strict=True)
     ]
-    columns = (
+    columns: tuple[Iterable[Any], ...] = (
         [f"W{i}" for i in ids.tolist()],
         [f"10.{p}/synth.{start + i}" for i, p in enumerate(prefixes)],
         titles, years, _choose(rng, _LANGS, n), _choose(rng, _TYPES, n),

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -170,9 +170,10 @@ def _single_calls(q: Question, a: np.ndarray, b: np.ndarray, flips: list[np.ndar
     (ia, ib), (top_a, top_b) = picks, tops
     # Candidate and consensus follow the calls (as in the seed), thresholded on their scores.
     best = np.where(top_a >= top_b, ia, ib)
-    cand = np.where(np.maximum(top_a, top_b) >= q.threshold, labels[best], None)
+    # cast: numpy's stubs take where(cond, <Any>, None) for the one-argument form (a tuple).
+    cand = cast(np.ndarray, np.where(np.maximum(top_a, top_b) >= q.threshold, labels[best], None))
     agree = (ia == ib) & (np.minimum(top_a, top_b) >= q.threshold)
-    cons = np.where(agree, labels[ia], None)
+    cons = cast(np.ndarray, np.where(agree, labels[ia], None))
     return [labels[ia].tolist(), labels[ib].tolist(), cand.tolist(), cons.tolist()]
 
 
@@ -227,11 +228,11 @@ class MachineFields:
                 union, inter = (a >= thr) | (b >= thr), (a >= thr) & (b >= thr)
                 if q.kind == "multi":
                     bits = 1 << np.arange(len(q.labels), dtype=np.int64)
-                    union = _label_lists((union.astype(np.int64) @ bits).tolist(), q.labels)
-                    inter = _label_lists((inter.astype(np.int64) @ bits).tolist(), q.labels)
+                    values = [None, None,
+                              _label_lists((union.astype(np.int64) @ bits).tolist(), q.labels),
+                              _label_lists((inter.astype(np.int64) @ bits).tolist(), q.labels)]
                 else:
-                    union, inter = union.tolist(), inter.tolist()
-                values = [None, None, union, inter]
+                    values = [None, None, union.tolist(), inter.tolist()]
             for path, column in zip(paths, values, strict=True):
                 if path and column is not None:
                     other[path] = column

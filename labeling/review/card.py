@@ -88,7 +88,8 @@ class MachineScores:
     @property
     def flags(self) -> tuple[str, ...]:
         """The status flags that are set, in words."""
-        gate = {True: "maturity gate passed", False: "maturity gate not passed"}
+        gate: dict[bool | None, str] = {
+            True: "maturity gate passed", False: "maturity gate not passed"}
         return tuple(f for f in ("provisional" if self.provisional else None,
                                  "baseline" if self.baseline else None,
                                  gate.get(self.maturity_gate_passed)) if f)
@@ -247,8 +248,9 @@ def _multi(q: Question, record: dict[str, Any], teachers: Sequence[str]) -> Ques
     sets: list[set[str] | None] = []
     for t, vec in zip(teachers, vectors, strict=True):
         given = _call(record, q, t, _label_set)
-        if given is None and all(v is not None for v in vec):
-            given = {lab for lab, v in zip(q.labels, vec, strict=True) if v >= q.threshold}
+        known = [v for v in vec if v is not None]
+        if given is None and len(known) == len(vec):
+            given = {lab for lab, v in zip(q.labels, known, strict=True) if v >= q.threshold}
         sets.append(given)
     cand, cons = (_call(record, q, w, _label_set) for w in ("candidate", "consensus"))
     rows = []
@@ -350,9 +352,10 @@ def build_card(
         schema: the label schema (score paths, labels, teachers, thresholds).
         questions: the campaign's questions; None for every question of the schema.
     """
-    pred = record.get("prediction") if isinstance(record.get("prediction"), dict) else {}
+    raw_pred, raw_routes = record.get("prediction"), record.get("routes")
+    pred: dict[str, Any] = raw_pred if isinstance(raw_pred, dict) else {}
     doi, doi_url = doi_link(record.get("doi"))
-    routes = record.get("routes") if isinstance(record.get("routes"), dict) else {}
+    routes: dict[str, Any] = raw_routes if isinstance(raw_routes, dict) else {}
     wanted = list(schema.questions) if questions is None else list(questions)
 
     def typed(key: str, kind: type) -> Any:

@@ -125,7 +125,7 @@ def draw_sample(
         if n > total:
             raise CampaignError(f"sample of {n} is bigger than the population of {total} works")
         picked = rng.choice(total, size=n, replace=False)
-        strata = [None] * n
+        strata: list[str | None] = [None] * n
         probs = [n / total] * n
         design["n"] = n
     else:
