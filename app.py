@@ -38,8 +38,7 @@ S = st.session_state
 def page(name: str, main: str) -> st.Page:
     """The st.Page of one screen (its file is pages/<name>.py); `main` is the landing page."""
     title, icon = PAGES[name]
-    return st.Page(f"pages/{name}.py", title=title, icon=icon, url_path=name,
-                   default=name == main)
+    return st.Page(f"pages/{name}.py", title=title, icon=icon, url_path=name, default=name == main)
 
 
 def begin(token: str, via: str) -> None:
@@ -205,6 +204,9 @@ else:
         st.caption(f"Signed in as **{esc(user.name)}** ({user.role}){esc(how)}")
         st.button("Sign out", key="logout", on_click=logout, args=(user.id,))
         if via == "local":  # last: the component draws nothing but takes a row's gap
-            session_cookie.keep(S["auth_token"], stamp=str(S.get("auth_seen")),
-                                max_age=get_settings().session_idle_minutes * 60)
+            session_cookie.keep(
+                S["auth_token"],
+                stamp=str(S.get("auth_seen")),
+                max_age=get_settings().session_idle_minutes * 60,
+            )
 nav.run()

@@ -111,15 +111,22 @@ def label_one(page: Any, sent: list[float]) -> dict[str, Any]:
     keys = page.evaluate("window.__done")
     page.evaluate("window.__done = []")
     key_messages = len(sent) - frames
-    before = page.evaluate("[document.querySelector('.lf-title').textContent,"
-                           " document.querySelector('.lf-abstract').textContent]")
+    before = page.evaluate(
+        "[document.querySelector('.lf-title').textContent,"
+        " document.querySelector('.lf-abstract').textContent]"
+    )
     page.evaluate(WATCH_NEXT, before)
     page.keyboard.press("Enter")
     page.wait_for_function("window.__t1 !== undefined")
     submit = page.evaluate("window.__t1 - window.__t0")
     page.wait_for_function("!document.querySelector('.lf-busy')")
-    return {"keys_ms": keys, "submit_ms": submit, "key_messages": key_messages,
-            "wall_s": time.monotonic() - start, "title": before[0]}
+    return {
+        "keys_ms": keys,
+        "submit_ms": submit,
+        "key_messages": key_messages,
+        "wall_s": time.monotonic() - start,
+        "title": before[0],
+    }
 
 
 def run(works: int, warmup: int) -> dict[str, float | int]:
@@ -142,10 +149,15 @@ def run(works: int, warmup: int) -> dict[str, float | int]:
     keys = [k for r in results for k in r["keys_ms"]]
     waiting = [(sum(r["keys_ms"]) + r["submit_ms"]) / 1000 for r in results]
     return {
-        "works": len(results), "median_ms": statistics.median(submits),
-        "p95_ms": percentile(submits, 95), "min_ms": min(submits), "max_ms": max(submits),
-        "key_median_ms": statistics.median(keys), "key_p95_ms": percentile(keys, 95),
-        "key_max_ms": max(keys), "keys": len(keys),
+        "works": len(results),
+        "median_ms": statistics.median(submits),
+        "p95_ms": percentile(submits, 95),
+        "min_ms": min(submits),
+        "max_ms": max(submits),
+        "key_median_ms": statistics.median(keys),
+        "key_p95_ms": percentile(keys, 95),
+        "key_max_ms": max(keys),
+        "keys": len(keys),
         "key_messages": sum(r["key_messages"] for r in results),
         "waiting_s_per_work": statistics.median(waiting),
         "wall_s_per_work": statistics.median(r["wall_s"] for r in results),
@@ -162,16 +174,23 @@ def main() -> None:
     args = parser.parse_args()
     f = run(args.works, args.warmup)
     print(f"submit -> next title and abstract visible, {f['works']} works, warm cache:")
-    print(f"  median {f['median_ms']:.0f} ms   p95 {f['p95_ms']:.0f} ms   min {f['min_ms']:.0f} ms"
-          f"   max {f['max_ms']:.0f} ms   (target p95 < 150 ms: "
-          f"{'met' if f['p95_ms'] < 150 else 'NOT met'})")
-    print(f"key -> repaint, {f['keys']} keys: median {f['key_median_ms']:.1f} ms   p95 "
-          f"{f['key_p95_ms']:.1f} ms   max {f['key_max_ms']:.1f} ms (one frame = "
-          f"{FRAME_MS:.1f} ms); websocket messages sent for them: {f['key_messages']}")
-    print(f"waiting per work (7 keys + Enter, in the page): {f['waiting_s_per_work']:.3f} s "
-          f"(target < 0.3 s: {'met' if f['waiting_s_per_work'] < 0.3 else 'NOT met'})")
-    print(f"wall time per work, every key awaited (Playwright included): "
-          f"{f['wall_s_per_work']:.2f} s")
+    print(
+        f"  median {f['median_ms']:.0f} ms   p95 {f['p95_ms']:.0f} ms   min {f['min_ms']:.0f} ms"
+        f"   max {f['max_ms']:.0f} ms   (target p95 < 150 ms: "
+        f"{'met' if f['p95_ms'] < 150 else 'NOT met'})"
+    )
+    print(
+        f"key -> repaint, {f['keys']} keys: median {f['key_median_ms']:.1f} ms   p95 "
+        f"{f['key_p95_ms']:.1f} ms   max {f['key_max_ms']:.1f} ms (one frame = "
+        f"{FRAME_MS:.1f} ms); websocket messages sent for them: {f['key_messages']}"
+    )
+    print(
+        f"waiting per work (7 keys + Enter, in the page): {f['waiting_s_per_work']:.3f} s "
+        f"(target < 0.3 s: {'met' if f['waiting_s_per_work'] < 0.3 else 'NOT met'})"
+    )
+    print(
+        f"wall time per work, every key awaited (Playwright included): {f['wall_s_per_work']:.2f} s"
+    )
     if args.json:
         args.json.write_text(json.dumps(f, indent=2) + "\n", encoding="utf-8")
 

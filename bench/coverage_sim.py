@@ -51,13 +51,21 @@ PROFILES: dict[str, list[float]] = {
 }
 # (prevalence, P(rule | positive), P(rule | negative)) per stratum
 RULES: dict[str, tuple[list[float], list[float], list[float]]] = {
-    "noisy rule, p_h 0.01-0.8": ([0.01, 0.03, 0.1, 0.3, 0.5, 0.8],
-                                 [0.3, 0.4, 0.6, 0.8, 0.9, 0.95],
-                                 [0.002, 0.01, 0.05, 0.1, 0.2, 0.4]),
-    "score threshold, p_h 0.002-0.2": ([0.002, 0.005, 0.01, 0.05, 0.1, 0.2],
-                                       [0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1]),
-    "noisy rule, every p_h 0.02": ([0.02] * 6, [0.2, 0.3, 0.5, 0.7, 0.8, 0.9],
-                                   [0.001, 0.005, 0.02, 0.05, 0.1, 0.2]),
+    "noisy rule, p_h 0.01-0.8": (
+        [0.01, 0.03, 0.1, 0.3, 0.5, 0.8],
+        [0.3, 0.4, 0.6, 0.8, 0.9, 0.95],
+        [0.002, 0.01, 0.05, 0.1, 0.2, 0.4],
+    ),
+    "score threshold, p_h 0.002-0.2": (
+        [0.002, 0.005, 0.01, 0.05, 0.1, 0.2],
+        [0, 0, 0, 0, 1, 1],
+        [0, 0, 0, 0, 1, 1],
+    ),
+    "noisy rule, every p_h 0.02": (
+        [0.02] * 6,
+        [0.2, 0.3, 0.5, 0.7, 0.8, 0.9],
+        [0.001, 0.005, 0.02, 0.05, 0.1, 0.2],
+    ),
 }
 
 
@@ -79,8 +87,9 @@ def covered(lo: np.ndarray, hi: np.ndarray, truth: float) -> float:
     return float(((lo <= truth) & (truth <= hi)).mean())
 
 
-def prevalence_cell(n: int, kind: str, p_h: list[float], reps: int, seed: int,
-                    priors: tuple[float, ...] = ()) -> dict[str, float]:
+def prevalence_cell(
+    n: int, kind: str, p_h: list[float], reps: int, seed: int, priors: tuple[float, ...] = ()
+) -> dict[str, float]:
     """Coverage of each prevalence interval in one cell."""
     rng = np.random.default_rng(seed)
     K = np.round(np.asarray(p_h) * N_H).astype(int)
@@ -92,7 +101,8 @@ def prevalence_cell(n: int, kind: str, p_h: list[float], reps: int, seed: int,
     row = {"smoothed": covered(out["lo"], out["hi"], truth)}
     row["R svyciprop"] = covered(*korn_graubard(out["p"], out["var"], out["n"], df=df), truth)
     row["truncated"] = covered(
-        *korn_graubard(out["p"], out["var"], out["n"], df=df, truncate=True), truth)
+        *korn_graubard(out["p"], out["var"], out["n"], df=df, truncate=True), truth
+    )
     srs = rng.hypergeometric(K.sum(), N_H.sum() - K.sum(), n_h.sum(), size=reps)
     row["CP on SRS"] = covered(*clopper_pearson(srs, n_h.sum()), truth)
     for prior in priors:
@@ -103,8 +113,9 @@ def prevalence_cell(n: int, kind: str, p_h: list[float], reps: int, seed: int,
     return row
 
 
-def ratio_cell(n: int, kind: str, rule: tuple[list[float], list[float], list[float]],
-               reps: int, seed: int) -> dict[str, float]:
+def ratio_cell(
+    n: int, kind: str, rule: tuple[list[float], list[float], list[float]], reps: int, seed: int
+) -> dict[str, float]:
     """Coverage of the precision and recall intervals (smoothed and previous) in one cell."""
     p, sens, fpr = (np.asarray(x, dtype=float) for x in rule)
     pos = np.round(p * N_H).astype(int)
@@ -113,11 +124,15 @@ def ratio_cell(n: int, kind: str, rule: tuple[list[float], list[float], list[flo
     cells = np.stack([tp, pos - tp, fp, N_H - pos - fp], axis=1)  # TP, FN, FP, TN
     n_h = allocate(n, kind, p)
     rng = np.random.default_rng(seed)
-    draw = np.stack([rng.multivariate_hypergeometric(cells[h], n_h[h], size=reps)
-                     for h in range(len(N_H))], axis=1)
+    draw = np.stack(
+        [rng.multivariate_hypergeometric(cells[h], n_h[h], size=reps) for h in range(len(N_H))],
+        axis=1,
+    )
     row: dict[str, float] = {}
-    for name, dom, truth in (("precision", (0, 2), tp.sum() / (tp + fp).sum()),
-                             ("recall", (0, 1), tp.sum() / pos.sum())):
+    for name, dom, truth in (
+        ("precision", (0, 2), tp.sum() / (tp + fp).sum()),
+        ("recall", (0, 1), tp.sum() / pos.sum()),
+    ):
         c, m = draw[..., 0], draw[..., dom[0]] + draw[..., dom[1]]
         out = ratio_counts(c, m, n_h, N_H)
         ok = out["defined"]
@@ -133,55 +148,85 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     """A Markdown table of the rows' columns."""
     head = "| " + " | ".join(columns) + " |\n|" + "---|" * len(columns) + "\n"
     body = "".join(
-        "| " + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])
-                          for c in columns) + " |\n" for r in rows)
+        "| "
+        + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in columns)
+        + " |\n"
+        for r in rows
+    )
     return head + body
 
 
-def cells(fn: Callable[..., dict[str, float]], specs: dict[str, Any], reps: int,
-          ns: tuple[int, ...] = (600, 300),
-          kinds: tuple[str, ...] = ("equal", "proportional")) -> list[dict[str, Any]]:
+def cells(
+    fn: Callable[..., dict[str, float]],
+    specs: dict[str, Any],
+    reps: int,
+    ns: tuple[int, ...] = (600, 300),
+    kinds: tuple[str, ...] = ("equal", "proportional"),
+) -> list[dict[str, Any]]:
     """One row per (n, allocation, spec), seeded by its position (deterministic)."""
     rows = []
     for i, (n, kind, (name, spec)) in enumerate(
-            (n, kind, item) for n in ns for kind in kinds for item in specs.items()):
-        rows.append({"n": n, "allocation": kind, "profile": name,
-                     **fn(n, kind, spec, reps, seed=1000 + i)})
+        (n, kind, item) for n in ns for kind in kinds for item in specs.items()
+    ):
+        rows.append(
+            {"n": n, "allocation": kind, "profile": name, **fn(n, kind, spec, reps, seed=1000 + i)}
+        )
     return rows
 
 
 def grid(reps: int) -> None:
     """Summary over 240 cells: each estimator's worst cell and cells outside 0.93-0.97."""
     rng = np.random.default_rng(0)
-    profiles = {**PROFILES, "every p_h 0.001": [0.001] * 6, "every p_h 0.02": [0.02] * 6,
-                "only the smallest stratum, p 0.05": [0, 0, 0, 0, 0, 0.05]}
-    profiles.update({f"random {i}": list(np.exp(rng.uniform(np.log(0.001), np.log(0.9), 6)))
-                     for i in range(12)})
-    rows = cells(lambda n, kind, p, r, seed: prevalence_cell(n, kind, p, r, seed, (0.25, 0.1)),
-                 profiles, reps, ns=(60, 120, 300, 600),
-                 kinds=("equal", "proportional", "neyman"))
+    profiles = {
+        **PROFILES,
+        "every p_h 0.001": [0.001] * 6,
+        "every p_h 0.02": [0.02] * 6,
+        "only the smallest stratum, p 0.05": [0, 0, 0, 0, 0, 0.05],
+    }
+    profiles.update(
+        {f"random {i}": list(np.exp(rng.uniform(np.log(0.001), np.log(0.9), 6))) for i in range(12)}
+    )
+    rows = cells(
+        lambda n, kind, p, r, seed: prevalence_cell(n, kind, p, r, seed, (0.25, 0.1)),
+        profiles,
+        reps,
+        ns=(60, 120, 300, 600),
+        kinds=("equal", "proportional", "neyman"),
+    )
     print(f"\n## Grid: {len(rows)} cells x {reps} replicates\n")
     print("| estimator | worst cell | coverage | cells < 0.93 | cells > 0.97 | median |")
     print("|---|---|---|---|---|---|")
     for col in ("smoothed", "prior 0.25", "prior 0.1", "R svyciprop", "truncated", "CP on SRS"):
         cov = np.array([r[col] for r in rows])
         worst = rows[int(cov.argmin())]
-        print(f"| {col} | n={worst['n']} {worst['allocation']} {worst['profile']} | "
-              f"{cov.min():.3f} | {(cov < 0.93).sum()} | {(cov > 0.97).sum()} | "
-              f"{np.median(cov):.3f} |")
+        print(
+            f"| {col} | n={worst['n']} {worst['allocation']} {worst['profile']} | "
+            f"{cov.min():.3f} | {(cov < 0.93).sum()} | {(cov > 0.97).sum()} | "
+            f"{np.median(cov):.3f} |"
+        )
 
 
 def sweep(reps: int) -> None:
     """Coverage as the big stratum's p_1 moves (equal allocation, the other p_h 0.005-0.2)."""
-    print(f"\n## Sweep: equal allocation, p_h = (p_1, 0.005, 0.01, 0.05, 0.1, 0.2), {reps} "
-          "replicates\n")
+    print(
+        f"\n## Sweep: equal allocation, p_h = (p_1, 0.005, 0.01, 0.05, 0.1, 0.2), {reps} "
+        "replicates\n"
+    )
     p1s = (0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.07, 0.1)
     print("| n | estimator | " + " | ".join(f"p_1 {p}" for p in p1s) + " |")
     print("|---|---|" + "---|" * len(p1s))
     for i, n in enumerate((600, 300)):
-        rows = [prevalence_cell(n, "equal", [p, 0.005, 0.01, 0.05, 0.1, 0.2], reps,
-                                seed=5000 + 100 * i + j, priors=(0.1,))
-                for j, p in enumerate(p1s)]
+        rows = [
+            prevalence_cell(
+                n,
+                "equal",
+                [p, 0.005, 0.01, 0.05, 0.1, 0.2],
+                reps,
+                seed=5000 + 100 * i + j,
+                priors=(0.1,),
+            )
+            for j, p in enumerate(p1s)
+        ]
         for col in ("smoothed", "prior 0.1", "R svyciprop", "CP on SRS"):
             print(f"| {n} | {col} | " + " | ".join(f"{r[col]:.3f}" for r in rows) + " |")
 
@@ -196,12 +241,39 @@ def main() -> None:
     start = time.perf_counter()
     rows = cells(prevalence_cell, PROFILES, args.reps)
     print(f"## Prevalence: 95% interval coverage, {args.reps} replicates per cell\n")
-    print(table(rows, ["n", "allocation", "profile", "truth", "smoothed", "upper below truth",
-                       "R svyciprop", "truncated", "CP on SRS"]))
+    print(
+        table(
+            rows,
+            [
+                "n",
+                "allocation",
+                "profile",
+                "truth",
+                "smoothed",
+                "upper below truth",
+                "R svyciprop",
+                "truncated",
+                "CP on SRS",
+            ],
+        )
+    )
     rows = cells(ratio_cell, RULES, args.reps)
     print(f"## Precision and recall: coverage, {args.reps} replicates per cell\n")
-    print(table(rows, ["n", "allocation", "profile", "precision smoothed", "precision previous",
-                       "recall smoothed", "recall previous", "recall defined"]))
+    print(
+        table(
+            rows,
+            [
+                "n",
+                "allocation",
+                "profile",
+                "precision smoothed",
+                "precision previous",
+                "recall smoothed",
+                "recall previous",
+                "recall defined",
+            ],
+        )
+    )
     if args.sweep:
         sweep(args.reps)
     if args.grid:

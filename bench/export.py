@@ -93,12 +93,19 @@ def build(url: str, n: int, rebuild: bool) -> None:
     started = time.perf_counter()
     now = utcnow()
     with write_connection(engine) as conn:
-        a = conn.execute(insert(User).values(name="alice", role="annotator", created_at=now,
-                                             failed_logins=0, active=True)).inserted_primary_key[0]
-        b = conn.execute(insert(User).values(name="bob", role="annotator", created_at=now,
-                                             failed_logins=0, active=True)).inserted_primary_key[0]
-        cid = conn.execute(insert(Campaign).values(name="bench", strategy="manual", overlap=2,
-                                                   created_at=now)).inserted_primary_key[0]
+        a = conn.execute(
+            insert(User).values(
+                name="alice", role="annotator", created_at=now, failed_logins=0, active=True
+            )
+        ).inserted_primary_key[0]
+        b = conn.execute(
+            insert(User).values(
+                name="bob", role="annotator", created_at=now, failed_logins=0, active=True
+            )
+        ).inserted_primary_key[0]
+        cid = conn.execute(
+            insert(Campaign).values(name="bench", strategy="manual", overlap=2, created_at=now)
+        ).inserted_primary_key[0]
     via = f"rule:unanimous:k=2:c{cid}"
     mv = seed["prediction"]["model_version"]
     for start in range(0, n, BATCH):
@@ -212,8 +219,10 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--formats", default="parquet,csv", help="comma-separated; '' = build only")
     ap.add_argument("--repeat", type=int, default=3, help="runs per format (median reported)")
-    ap.add_argument("--pg", help="a PostgreSQL URL to use instead of SQLite (its tables are "
-                    "dropped by --rebuild)")
+    ap.add_argument(
+        "--pg",
+        help="a PostgreSQL URL to use instead of SQLite (its tables are dropped by --rebuild)",
+    )
     ap.add_argument("--processes", type=int, help="worker processes (default: the export's own)")
     ap.add_argument("--drop-summaries", action="store_true",
                     help="delete the stored label summaries first, as in a database upgraded "

@@ -115,8 +115,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--pg", default=os.environ.get("LABELING_BENCH_PG_URL"))
     parser.add_argument("--skip-sqlite", action="store_true", help="Only PostgreSQL.")
-    parser.add_argument("--out", type=Path, default=OUT,
-                        help="directory of the frame and the SQLite file (default bench/out/)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=OUT,
+        help="directory of the frame and the SQLite file (default bench/out/)",
+    )
     args = parser.parse_args()
     if args.n < 1:
         parser.error("--n >= 1")

@@ -73,7 +73,10 @@ def run_child(url: str, campaign_id: int, repeats: int) -> dict:
     """Run child() in a new interpreter and read its JSON."""
     done = subprocess.run(
         [sys.executable, __file__, "--child", url, str(campaign_id), str(repeats)],
-        check=True, capture_output=True, text=True)
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -89,9 +92,11 @@ def report(name: str, url: str, campaign_id: int, cold: int, warm: int) -> dict:
     med = {k: statistics.median(v[k] for v in colds) for k in colds[0]}
     wmed = {k: statistics.median(v[k] for v in warms) for k in warms[0]}
     verdict = "meets" if wmed["total"] < TARGETS[name] else "MISSES"
-    print(f"{name}: warm median {wmed['total']:.3f} s over {len(warms)} "
-          f"({verdict} the {TARGETS[name]:.0f} s target), cold median {med['total']:.3f} s "
-          f"over {len(colds)} (+ imports {statistics.median(imports):.2f} s); load {load:.2f}")
+    print(
+        f"{name}: warm median {wmed['total']:.3f} s over {len(warms)} "
+        f"({verdict} the {TARGETS[name]:.0f} s target), cold median {med['total']:.3f} s "
+        f"over {len(colds)} (+ imports {statistics.median(imports):.2f} s); load {load:.2f}"
+    )
     for part in colds[0]:
         if part != "total":
             print(f"    {part:22} warm {wmed[part]:7.3f} s   cold {med[part]:7.3f} s")
@@ -120,8 +125,10 @@ def main() -> None:
 
     schema = load_schema(DEFAULT_SCHEMA)
     args.out.mkdir(parents=True, exist_ok=True)
-    dbs = {"demo": args.out / "monitor-demo.db",
-           "large": args.out / f"monitor-{args.works}-{args.labels}.db"}
+    dbs = {
+        "demo": args.out / "monitor-demo.db",
+        "large": args.out / f"monitor-{args.works}-{args.labels}.db",
+    }
     if args.rebuild:
         for path in dbs.values():
             path.with_suffix(".done").unlink(missing_ok=True)
@@ -135,11 +142,19 @@ def main() -> None:
         else:
             engine, cid = build_large(dbs[name], schema, args.works, args.labels)
         engine.dispose()
-        print(f"{name}: database ready in {time.perf_counter() - t:.1f} s ({dbs[name].name})",
-              flush=True)
+        print(
+            f"{name}: database ready in {time.perf_counter() - t:.1f} s ({dbs[name].name})",
+            flush=True,
+        )
         results[name] = report(name, f"sqlite:///{dbs[name]}", cid, args.cold, args.warm)
-    print(json.dumps({k: {"warm": v["warm"]["total"], "cold": v["cold"]["total"]}
-                      for k, v in results.items()}))
+    print(
+        json.dumps(
+            {
+                k: {"warm": v["warm"]["total"], "cold": v["cold"]["total"]}
+                for k, v in results.items()
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

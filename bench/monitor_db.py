@@ -48,15 +48,26 @@ def _works(engine: Engine, n: int, chunk: int = 20_000) -> None:
         for i in range(start, min(n, start + chunk)):
             wid = f"W{4_000_000_000 + i}"
             o, g = round(float(opus[i]), 4), round(float(gpt[i]), 4)
-            rows.append({
-                "id": wid, "title": f"Synthetic work {i}", "year": 1990 + i % 36,
-                "record": {"id": wid}, "record_hash": hashlib.md5(wid.encode()).hexdigest(),
-                "score_opus": o, "score_gpt": g, "score_max": max(o, g),
-                "score_spread": abs(o - g), "teacher_disagreement": abs(o - g),
-                "threshold_uncertainty": 1 - 2 * abs(max(o, g) - 0.5),
-                "model_version": "synth-v1", "status": STATUS_UNVALIDATED, "is_gold": False,
-                "imported_at": now, "updated_at": now,
-            })
+            rows.append(
+                {
+                    "id": wid,
+                    "title": f"Synthetic work {i}",
+                    "year": 1990 + i % 36,
+                    "record": {"id": wid},
+                    "record_hash": hashlib.md5(wid.encode()).hexdigest(),
+                    "score_opus": o,
+                    "score_gpt": g,
+                    "score_max": max(o, g),
+                    "score_spread": abs(o - g),
+                    "teacher_disagreement": abs(o - g),
+                    "threshold_uncertainty": 1 - 2 * abs(max(o, g) - 0.5),
+                    "model_version": "synth-v1",
+                    "status": STATUS_UNVALIDATED,
+                    "is_gold": False,
+                    "imported_at": now,
+                    "updated_at": now,
+                }
+            )
         with write_session(engine) as session:
             session.execute(insert(Work), rows)
 
@@ -75,8 +86,9 @@ def _truth(schema: Schema, record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _answer(schema: Schema, truth: dict[str, Any], error: float,
-            rng: np.random.Generator) -> dict[str, Any]:
+def _answer(
+    schema: Schema, truth: dict[str, Any], error: float, rng: np.random.Generator
+) -> dict[str, Any]:
     """An annotator's answers: the truth, each question wrong with probability `error`."""
     out = dict(truth)
     for q in schema.questions:
@@ -99,15 +111,20 @@ def _records(schema: Schema, ids: list[str]) -> dict[str, dict[str, Any]]:
     from labeling.frames.synth import iter_synthetic_records
 
     out = {}
-    for wid, rec in zip(ids, iter_synthetic_records(len(ids), seed=1, schema=schema),
-                        strict=True):
+    for wid, rec in zip(ids, iter_synthetic_records(len(ids), seed=1, schema=schema), strict=True):
         rec["id"] = wid
         out[wid] = rec
     return out
 
 
-def _label_rows(schema: Schema, cid: int, users: list[int], items: list[str],
-                records: dict[str, dict[str, Any]], n_labels: int) -> tuple[list, dict]:
+def _label_rows(
+    schema: Schema,
+    cid: int,
+    users: list[int],
+    items: list[str],
+    records: dict[str, dict[str, Any]],
+    n_labels: int,
+) -> tuple[list, dict]:
     """Label rows (2 per work, skips replaced) and, per work, [(user, answers|None, time)]."""
     rng = np.random.default_rng(2)
     speed = np.array([1 / s for s in SECONDS])
@@ -128,15 +145,27 @@ def _label_rows(schema: Schema, cid: int, users: list[int], items: list[str],
             at = start + timedelta(seconds=float(stamps[k]))
             answers = {} if skip else _answer(schema, truth, ERROR[a], rng)
             secs = float(rng.lognormal(np.log(SECONDS[a]), 0.4))
-            rows.append({
-                "campaign_id": cid, "work_id": wid, "user_id": users[a], "version": 1,
-                "answers": answers, "skipped": bool(skip),
-                "skip_reason": "cannot_judge" if skip else None,
-                "flagged": bool(rng.random() < 0.01), "note": None, "confidence": None,
-                "schema_hash": schema.hash, "scores_visible": True, "model_version": "synth-v1",
-                "time_on_item_ms": int(secs * 1000), "source": "app",
-                "submission_id": f"b{cid}:{users[a]}:{wid}", "created_at": at,
-            })
+            rows.append(
+                {
+                    "campaign_id": cid,
+                    "work_id": wid,
+                    "user_id": users[a],
+                    "version": 1,
+                    "answers": answers,
+                    "skipped": bool(skip),
+                    "skip_reason": "cannot_judge" if skip else None,
+                    "flagged": bool(rng.random() < 0.01),
+                    "note": None,
+                    "confidence": None,
+                    "schema_hash": schema.hash,
+                    "scores_visible": True,
+                    "model_version": "synth-v1",
+                    "time_on_item_ms": int(secs * 1000),
+                    "source": "app",
+                    "submission_id": f"b{cid}:{users[a]}:{wid}",
+                    "created_at": at,
+                }
+            )
             per_work[wid].append((users[a], None if skip else answers, at))
             done += 0 if skip else 1
             k += 1
@@ -155,13 +184,26 @@ def _statuses(schema: Schema, cid: int, per_work: dict) -> tuple[list, list, lis
                 seen.append(answers)
             verdict = evaluate(seen, schema.questions, "unanimous", 2)
             if verdict.status != status:
-                events.append({"work_id": wid, "campaign_id": cid, "from_status": status,
-                               "to_status": verdict.status, "reason": verdict.reason,
-                               "created_at": at})
+                events.append(
+                    {
+                        "work_id": wid,
+                        "campaign_id": cid,
+                        "from_status": status,
+                        "to_status": verdict.status,
+                        "reason": verdict.reason,
+                        "created_at": at,
+                    }
+                )
                 status = verdict.status
         final = verdict.final_answers if verdict else None
-        updates.append({"wid": wid, "st": status, "fa": final,
-                        "via": via if status == STATUS_VALIDATED else None})
+        updates.append(
+            {
+                "wid": wid,
+                "st": status,
+                "fa": final,
+                "via": via if status == STATUS_VALIDATED else None,
+            }
+        )
         items.append({"wid": wid, "n": len(seen), "done": len(seen) >= 2})
     return updates, events, items
 
@@ -169,17 +211,22 @@ def _statuses(schema: Schema, cid: int, per_work: dict) -> tuple[list, list, lis
 def _reset(engine: Engine) -> None:
     """Remove the bench campaign, its labels and events, and the statuses they gave."""
     with write_session(engine) as session:
-        old = session.execute(text("SELECT id FROM campaigns WHERE name = :n"),
-                              {"n": CAMPAIGN}).scalar()
+        old = session.execute(
+            text("SELECT id FROM campaigns WHERE name = :n"), {"n": CAMPAIGN}
+        ).scalar()
         if old is None:
             return
         for table in ("status_events", "labels", "leases", "campaign_items"):
             session.execute(text(f"DELETE FROM {table} WHERE campaign_id = :c"), {"c": old})
         session.execute(text("DELETE FROM campaigns WHERE id = :c"), {"c": old})
-        session.execute(text("UPDATE works SET status = :s, final_answers = NULL, "
-                             "validated_via = NULL, record = json_object('id', id) "
-                             "WHERE status <> :s OR length(record) > 40"),
-                        {"s": STATUS_UNVALIDATED})
+        session.execute(
+            text(
+                "UPDATE works SET status = :s, final_answers = NULL, "
+                "validated_via = NULL, record = json_object('id', id) "
+                "WHERE status <> :s OR length(record) > 40"
+            ),
+            {"s": STATUS_UNVALIDATED},
+        )
 
 
 def build_large(path: Path, schema: Schema, n_works: int, n_labels: int) -> tuple[Engine, int]:
@@ -209,24 +256,36 @@ def build_large(path: Path, schema: Schema, n_works: int, n_labels: int) -> tupl
         have = set(session.execute(select(User.name)).scalars())
         for i in range(N_ANNOTATORS):
             if f"ann{i + 1:02d}" not in have:
-                session.add(User(name=f"ann{i + 1:02d}", role="annotator", active=True,
-                                 failed_logins=0))
+                session.add(
+                    User(name=f"ann{i + 1:02d}", role="annotator", active=True, failed_logins=0)
+                )
     sample = min(n_works, (n_labels + 1) // 2)
-    camp = create_campaign(engine, name=CAMPAIGN, strategy="random", sample_size=sample,
-                           overlap=2, seed=0)
+    camp = create_campaign(
+        engine, name=CAMPAIGN, strategy="random", sample_size=sample, overlap=2, seed=0
+    )
     with read_session(engine) as session:
-        items = list(session.execute(
-            select(CampaignItem.work_id).where(CampaignItem.campaign_id == camp.id)
-            .order_by(CampaignItem.position)).scalars())
-        users = list(session.execute(
-            select(User.id).where(User.name.like("ann%")).order_by(User.id)).scalars())
+        items = list(
+            session.execute(
+                select(CampaignItem.work_id)
+                .where(CampaignItem.campaign_id == camp.id)
+                .order_by(CampaignItem.position)
+            ).scalars()
+        )
+        users = list(
+            session.execute(
+                select(User.id).where(User.name.like("ann%")).order_by(User.id)
+            ).scalars()
+        )
     records = _records(schema, items)
     with write_session(engine) as session:
         session.connection().execute(
             update(Work).where(Work.id == bindparam("wid")).values(record=bindparam("rec")),
-            [{"wid": w, "rec": r} for w, r in records.items()])
-    print(f"  {len(items):,} sampled works with full records: {time.perf_counter() - t0:.0f} s",
-          flush=True)
+            [{"wid": w, "rec": r} for w, r in records.items()],
+        )
+    print(
+        f"  {len(items):,} sampled works with full records: {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
     rows, per_work = _label_rows(schema, camp.id, users, items, records, n_labels)
     updates, events, counts = _statuses(schema, camp.id, per_work)
     with write_session(engine) as session:
@@ -234,20 +293,37 @@ def build_large(path: Path, schema: Schema, n_works: int, n_labels: int) -> tupl
         for i in range(0, len(rows), 20_000):
             conn.execute(insert(Label), rows[i : i + 20_000])
         conn.execute(insert(StatusEvent), events)
-        conn.execute(update(Work).where(Work.id == bindparam("wid")).values(
-            status=bindparam("st"), final_answers=bindparam("fa"),
-            validated_via=bindparam("via")), updates)
-        conn.execute(update(CampaignItem).where(
-            CampaignItem.campaign_id == camp.id, CampaignItem.work_id == bindparam("wid"))
-            .values(n_labels=bindparam("n"), done=bindparam("done")), counts)
+        conn.execute(
+            update(Work)
+            .where(Work.id == bindparam("wid"))
+            .values(
+                status=bindparam("st"),
+                final_answers=bindparam("fa"),
+                validated_via=bindparam("via"),
+            ),
+            updates,
+        )
+        conn.execute(
+            update(CampaignItem)
+            .where(CampaignItem.campaign_id == camp.id, CampaignItem.work_id == bindparam("wid"))
+            .values(n_labels=bindparam("n"), done=bindparam("done")),
+            counts,
+        )
     with engine.begin() as conn:
         conn.execute(text("ANALYZE"))
     with read_session(engine) as session:
         got = session.execute(select(func.count()).select_from(Label)).scalar_one()
-        statuses = dict(session.execute(select(Work.status, func.count()).where(
-            Work.status != STATUS_UNVALIDATED).group_by(Work.status)).all())
-    print(f"  {got:,} labels; statuses {statuses}; built in {time.perf_counter() - t0:.0f} s",
-          flush=True)
+        statuses = dict(
+            session.execute(
+                select(Work.status, func.count())
+                .where(Work.status != STATUS_UNVALIDATED)
+                .group_by(Work.status)
+            ).all()
+        )
+    print(
+        f"  {got:,} labels; statuses {statuses}; built in {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
     done.write_text(f"{n_works} works, {got} labels\n")
     return engine, camp.id
 
@@ -279,19 +355,31 @@ def build_demo(path: Path, schema: Schema, n_works: int = 20) -> tuple[Engine, i
             if claim is None:
                 break
             with read_session(engine) as session:
-                record = session.execute(select(Work.record).where(
-                    Work.id == claim.work_id)).scalar_one()
+                record = session.execute(
+                    select(Work.record).where(Work.id == claim.work_id)
+                ).scalar_one()
             answers = _answer(schema, _truth(schema, record), 0.05 + 0.1 * a, rng)
-            submit_label(engine, LabelSubmission(
-                campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers,
-                schema_hash=schema.hash, scores_visible=True, model_version="demo",
-                time_on_item_ms=int(20_000 + 1000 * i), submission_id=f"demo:{name}:{i}",
-            ), schema=schema)
+            submit_label(
+                engine,
+                LabelSubmission(
+                    campaign_id=cid,
+                    work_id=claim.work_id,
+                    user_id=uid,
+                    answers=answers,
+                    schema_hash=schema.hash,
+                    scores_visible=True,
+                    model_version="demo",
+                    time_on_item_ms=int(20_000 + 1000 * i),
+                    submission_id=f"demo:{name}:{i}",
+                ),
+                schema=schema,
+            )
     done.write_text("demo\n")
     return engine, cid
 
 
-
 if __name__ == "__main__":
-    raise SystemExit("bench/monitor_db.py builds the databases of bench/monitor.py and is no bench "
-                     "of its own: run .venv/bin/python bench/monitor.py")
+    raise SystemExit(
+        "bench/monitor_db.py builds the databases of bench/monitor.py and is no bench "
+        "of its own: run .venv/bin/python bench/monitor.py"
+    )

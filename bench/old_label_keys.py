@@ -52,8 +52,9 @@ def main(works: int = 10) -> None:
             sent: list[int] = []
             page.on("websocket", lambda ws: ws.on("framesent", lambda _: sent.append(1)))
             sign_in(page, base, "annotator", "demo")
-            page.evaluate("window.addEventListener('keydown', e => "
-                          "{ window.__t0 = e.timeStamp }, true)")
+            page.evaluate(
+                "window.addEventListener('keydown', e => { window.__t0 = e.timeStamp }, true)"
+            )
             lat, msgs = [], []
             for _ in range(works):
                 shown = time.monotonic()
@@ -74,9 +75,11 @@ def main(works: int = 10) -> None:
                         msgs.append(len(sent) - before)
                 time.sleep(max(0.0, DWELL - (time.monotonic() - shown)))
                 submit_by_keyboard(page)
-    print(f"old page, {len(lat)} keys: key -> effect on screen median "
-          f"{statistics.median(lat):.0f} ms, max {max(lat):.0f} ms; websocket messages per key: "
-          f"median {statistics.median(msgs)}, total {sum(msgs)}")
+    print(
+        f"old page, {len(lat)} keys: key -> effect on screen median "
+        f"{statistics.median(lat):.0f} ms, max {max(lat):.0f} ms; websocket messages per key: "
+        f"median {statistics.median(msgs)}, total {sum(msgs)}"
+    )
 
 
 if __name__ == "__main__":

@@ -78,16 +78,27 @@ def build(url: str, n: int, rebuild: bool) -> Engine:
         for i in range(start, min(n, start + chunk)):
             wid = f"W{4_000_000_000 + i}"
             o, g = round(float(opus[i]), 4), round(float(gpt[i]), 4)
-            rows.append({
-                "id": wid, "title": f"Synthetic work {i}", "year": int(years[i]),
-                "field": ("Medicine", "Social Sciences", "Physics", "Biology")[i % 4],
-                "record": {"id": wid}, "record_hash": hashlib.md5(wid.encode()).hexdigest(),
-                "score_opus": o, "score_gpt": g, "score_max": max(o, g),
-                "score_spread": abs(o - g), "teacher_disagreement": float(disagreement[i]),
-                "threshold_uncertainty": float(uncertainty[i]), "model_version": "bench-v0",
-                "status": "machine_predicted_unvalidated", "is_gold": False,
-                "imported_at": now, "updated_at": now,
-            })
+            rows.append(
+                {
+                    "id": wid,
+                    "title": f"Synthetic work {i}",
+                    "year": int(years[i]),
+                    "field": ("Medicine", "Social Sciences", "Physics", "Biology")[i % 4],
+                    "record": {"id": wid},
+                    "record_hash": hashlib.md5(wid.encode()).hexdigest(),
+                    "score_opus": o,
+                    "score_gpt": g,
+                    "score_max": max(o, g),
+                    "score_spread": abs(o - g),
+                    "teacher_disagreement": float(disagreement[i]),
+                    "threshold_uncertainty": float(uncertainty[i]),
+                    "model_version": "bench-v0",
+                    "status": "machine_predicted_unvalidated",
+                    "is_gold": False,
+                    "imported_at": now,
+                    "updated_at": now,
+                }
+            )
         with write_session(engine) as session:
             session.execute(insert(Work), rows)
     if not is_sqlite(engine):
@@ -107,9 +118,13 @@ def setup_campaign(engine: Engine, annotators: int) -> tuple[int, list[int]]:
             for table in ("status_events", "labels", "leases", "campaign_items"):
                 session.execute(text(f"DELETE FROM {table} WHERE campaign_id = :c"), {"c": old})
             session.execute(text("DELETE FROM campaigns WHERE id = :c"), {"c": old})
-            session.execute(text("UPDATE works SET status = 'machine_predicted_unvalidated', "
-                                 "final_answers = NULL, validated_via = NULL "
-                                 "WHERE status <> 'machine_predicted_unvalidated'"))
+            session.execute(
+                text(
+                    "UPDATE works SET status = 'machine_predicted_unvalidated', "
+                    "final_answers = NULL, validated_via = NULL "
+                    "WHERE status <> 'machine_predicted_unvalidated'"
+                )
+            )
         names = [f"bench{i}" for i in range(annotators)]
         have = set(session.execute(select(User.name).where(User.name.in_(names))).scalars())
         for name in names:
@@ -117,20 +132,26 @@ def setup_campaign(engine: Engine, annotators: int) -> tuple[int, list[int]]:
                 session.add(User(name=name, role="annotator", active=True, failed_logins=0))
     t0 = time.perf_counter()
     camp = create_campaign(engine, name=CAMPAIGN, strategy="score_max", overlap=1)
-    print(f"  create_campaign (INSERT ... SELECT of {camp.n_items:,} items): "
-          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"  create_campaign (INSERT ... SELECT of {camp.n_items:,} items): "
+        f"{time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     if not is_sqlite(engine):
         with engine.begin() as conn:
             conn.execute(text("ANALYZE campaign_items"))
     with read_session(engine) as session:
-        users = list(session.execute(
-            select(User.id).where(User.name.like("bench%")).order_by(User.id)
-        ).scalars())
+        users = list(
+            session.execute(
+                select(User.id).where(User.name.like("bench%")).order_by(User.id)
+            ).scalars()
+        )
     return camp.id, users
 
 
-def worker(url: str, campaign_id: int, user_id: int, ops: int, think_ms: float,
-           start: float) -> dict:
+def worker(
+    url: str, campaign_id: int, user_id: int, ops: int, think_ms: float, start: float
+) -> dict:
     """Claim and submit `ops` times; return the latencies in ms and any errors."""
     from labeling.review.labels import LabelSubmission, submit_label
     from labeling.review.queue import claim_next
@@ -155,11 +176,21 @@ def worker(url: str, campaign_id: int, user_id: int, ops: int, think_ms: float,
             if think_ms:
                 time.sleep(rng.uniform(0, 2 * think_ms) / 1000)
             t2 = time.perf_counter()
-            submit_label(engine, LabelSubmission(
-                campaign_id=campaign_id, work_id=claim.work_id, user_id=user_id, answers=answers,
-                schema_hash=schema.hash, scores_visible=True, model_version="bench-v0",
-                time_on_item_ms=1, submission_id=f"b{campaign_id}:{user_id}:{claim.work_id}",
-            ), schema=schema)
+            submit_label(
+                engine,
+                LabelSubmission(
+                    campaign_id=campaign_id,
+                    work_id=claim.work_id,
+                    user_id=user_id,
+                    answers=answers,
+                    schema_hash=schema.hash,
+                    scores_visible=True,
+                    model_version="bench-v0",
+                    time_on_item_ms=1,
+                    submission_id=f"b{campaign_id}:{user_id}:{claim.work_id}",
+                ),
+                schema=schema,
+            )
             t3 = time.perf_counter()
             claims.append((t1 - t0) * 1000)
             submits.append((t3 - t2) * 1000)
@@ -170,8 +201,9 @@ def worker(url: str, campaign_id: int, user_id: int, ops: int, think_ms: float,
     return {"claims": claims, "submits": submits, "errors": errors, "wall": wall}
 
 
-def phase(url: str, campaign_id: int, users: list[int], procs: int, ops: int,
-          think_ms: float) -> dict:
+def phase(
+    url: str, campaign_id: int, users: list[int], procs: int, ops: int, think_ms: float
+) -> dict:
     """Run `procs` annotator processes at once and pool their latencies."""
     ctx = mp.get_context("spawn")
     start = time.time() + 2.0 + 0.3 * procs
@@ -188,13 +220,19 @@ def phase(url: str, campaign_id: int, users: list[int], procs: int, ops: int,
         """Median, p95, p99 and max of latencies in ms."""
         if not len(a):
             return "n=0"
-        return (f"median {np.median(a):6.2f} ms  p95 {np.percentile(a, 95):6.2f} ms  "
-                f"p99 {np.percentile(a, 99):7.2f} ms  max {a.max():7.2f} ms")
+        return (
+            f"median {np.median(a):6.2f} ms  p95 {np.percentile(a, 95):6.2f} ms  "
+            f"p99 {np.percentile(a, 99):7.2f} ms  max {a.max():7.2f} ms"
+        )
 
-    return {"n": len(claims), "per_s": len(claims) / wall, "claim": stats(claims),
-            "submit": stats(submits),
-            "claim_p95": float(np.percentile(claims, 95)) if len(claims) else float("nan"),
-            "errors": errors}
+    return {
+        "n": len(claims),
+        "per_s": len(claims) / wall,
+        "claim": stats(claims),
+        "submit": stats(submits),
+        "claim_p95": float(np.percentile(claims, 95)) if len(claims) else float("nan"),
+        "errors": errors,
+    }
 
 
 def mark_top_done(engine: Engine, campaign_id: int, top: int = 100_000) -> None:
@@ -202,8 +240,11 @@ def mark_top_done(engine: Engine, campaign_id: int, top: int = 100_000) -> None:
     with write_session(engine) as session:
         session.execute(
             update(CampaignItem)
-            .where(CampaignItem.campaign_id == campaign_id, CampaignItem.position <= top,
-                   CampaignItem.position % 10 != 0)
+            .where(
+                CampaignItem.campaign_id == campaign_id,
+                CampaignItem.position <= top,
+                CampaignItem.position % 10 != 0,
+            )
             .values(done=True, n_labels=1)
         )
     if not is_sqlite(engine):
@@ -216,8 +257,12 @@ def explain(engine: Engine, campaign_id: int, user_id: int) -> str:
     from labeling.review.queue import _NEXT
 
     now = utcnow()
-    values = {"cid": campaign_id, "uid": user_id, "overlap": 1,
-              "now": now.strftime("%Y-%m-%d %H:%M:%S.%f") if is_sqlite(engine) else now}
+    values = {
+        "cid": campaign_id,
+        "uid": user_id,
+        "overlap": 1,
+        "now": now.strftime("%Y-%m-%d %H:%M:%S.%f") if is_sqlite(engine) else now,
+    }
     compiled = _NEXT.compile(engine)
     params: Any = compiled.construct_params(values)
     if compiled.positiontup:
@@ -249,11 +294,15 @@ def run(label: str, url: str, args: argparse.Namespace) -> bool:
             met = res["claim_p95"] < target and not res["errors"]
             ok &= met
             think = f", think {args.think_ms:g} ms" if args.think_ms else ""
-            print(f"  {procs} annotator(s), {res['n']} claim+submit "
-                  f"({res['per_s']:.0f}/s{think}; load average {load:.1f} on "
-                  f"{os.cpu_count()} CPUs):")
-            print(f"    claim  {res['claim']}   target p95 < {target:g} ms: "
-                  f"{'met' if met else 'MISSED'}")
+            print(
+                f"  {procs} annotator(s), {res['n']} claim+submit "
+                f"({res['per_s']:.0f}/s{think}; load average {load:.1f} on "
+                f"{os.cpu_count()} CPUs):"
+            )
+            print(
+                f"    claim  {res['claim']}   target p95 < {target:g} ms: "
+                f"{'met' if met else 'MISSED'}"
+            )
             print(f"    submit {res['submit']}")
             print(f"    errors: {len(res['errors'])} {res['errors'][:3]}", flush=True)
     engine.dispose()
@@ -265,14 +314,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--works", type=int, default=1_000_000)
     parser.add_argument("--ops", type=int, default=400, help="claim+submit per annotator")
-    parser.add_argument("--think-ms", type=float, default=0.0,
-                        help="mean pause between claim and submit (0 = back to back)")
-    parser.add_argument("--annotators", type=int, default=8,
-                        help="annotator processes of the concurrent phase")
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="mean pause between claim and submit (0 = back to back)",
+    )
+    parser.add_argument(
+        "--annotators", type=int, default=8, help="annotator processes of the concurrent phase"
+    )
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--only", choices=("sqlite", "pg"), help="run on one engine only")
-    parser.add_argument("--out", type=Path, default=OUT,
-                        help="directory of the SQLite file (default bench/out/)")
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="directory of the SQLite file (default bench/out/)"
+    )
     args = parser.parse_args()
     if args.works < 1 or args.ops < 1 or args.annotators < 1:
         parser.error("--works >= 1, --ops >= 1 and --annotators >= 1")

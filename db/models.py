@@ -37,7 +37,6 @@ NAMING_CONVENTION = {
 }
 
 
-
 def utcnow() -> datetime:
     """Timezone-aware now, the only clock the models use."""
     return datetime.now(UTC)
@@ -140,8 +139,10 @@ class Work(Base):
         CheckConstraint(f"status IN ({_in(STATUSES)})", name="status"),
         # Gold works are few: a partial index finds them without scanning the frame.
         Index(
-            "ix_works_gold", "id",
-            sqlite_where=text("is_gold = 1"), postgresql_where=text("is_gold"),
+            "ix_works_gold",
+            "id",
+            sqlite_where=text("is_gold = 1"),
+            postgresql_where=text("is_gold"),
         ),  # fmt: skip
         # SQLite keeps a 3 KB record inline, one row per page: a gold-set export would read
         # the whole table. This covering index holds what the export reads, for one status
@@ -196,15 +197,12 @@ class AuthSession(Base):
     __tablename__ = "auth_sessions"
 
     token: Mapped[str] = mapped_column(String(64), primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"),
-                                         index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     login: Mapped[str] = mapped_column(String(64), index=True)
     role: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     superseded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-
-
 
 
 class SSOIdentity(Base):
@@ -408,11 +406,7 @@ class AbstractCache(Base):
     fetched_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     retry_after: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
-    __table_args__ = (
-        CheckConstraint("state IN ('ok', 'absent', 'error')", name="state"),
-    )
-
-
+    __table_args__ = (CheckConstraint("state IN ('ok', 'absent', 'error')", name="state"),)
 
 
 class ImportRun(Base):

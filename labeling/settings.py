@@ -62,7 +62,8 @@ class Settings(BaseSettings):
         default=5_000, description="Records per transaction when importing a frame."
     )
     export_processes: int | None = Field(
-        default=None, ge=1,
+        default=None,
+        ge=1,
         description=(
             "Worker processes that build a large gold-set export (unset: 2, or 1 on a one-core"
             " machine; 1: none, less memory and slower)."

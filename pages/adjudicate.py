@@ -35,8 +35,10 @@ def _reopen() -> None:
         return
     status = disputes.work_status(engine(), wid)
     if status != STATUS_VALIDATED:
-        _flash("error", f"{wid} is {status or 'not a known work'}: only validated works can be "
-               "reopened.")
+        _flash(
+            "error",
+            f"{wid} is {status or 'not a known work'}: only validated works can be reopened.",
+        )
         return
     try:
         verdict = reopen(engine(), wid, user.id, reason, schema=schema())
@@ -63,8 +65,9 @@ st.title("Adjudicate")
 screen = S.get("adj_screen")
 if not isinstance(screen, DisputeScreen) or screen.user_id != user.id:
     screen = S["adj_screen"] = DisputeScreen(user_id=user.id)
-apply_dispute_action(engine(), screen, adjudicate_form.action(S), schema=schema(),
-                     settings=settings())
+apply_dispute_action(
+    engine(), screen, adjudicate_form.action(S), schema=schema(), settings=settings()
+)
 data = adjudicate_form.form_data(screen, schema())
 screen.message = None  # said once
 adjudicate_form.mount(data, on_action=_on_action)
@@ -85,8 +88,9 @@ with col_gold, st.container(border=True):
     st.markdown("**Gold checks**: validated works mixed into annotators' queues")
     st.text_area("Work ids (commas, spaces or lines between them)", key="gold_ids", height=80)
     with st.container(horizontal=True, gap="small"):
-        st.button("Mark as gold", key="mark_gold", on_click=_gold, args=(True,),
-                  icon=":material/star:")
+        st.button(
+            "Mark as gold", key="mark_gold", on_click=_gold, args=(True,), icon=":material/star:"
+        )
         st.button("Unmark gold", key="unmark_gold", on_click=_gold, args=(False,))
 recent = disputes.validated_works(engine(), chosen)
 st.caption(f"{len(recent)} most recently validated works shown")

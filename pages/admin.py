@@ -76,60 +76,95 @@ with sso_tab:
         (st.success if flash[0] == "success" else st.error)(esc(flash[1]))
     settings = get_settings()
     if settings.sso_enabled:
-        st.caption(f"Single sign-on is on: provider `{settings.sso_provider}`; local passwords "
-                   f"for: {', '.join(sorted(settings.local_login_role_set)) or 'nobody'}.")
+        st.caption(
+            f"Single sign-on is on: provider `{settings.sso_provider}`; local passwords "
+            f"for: {', '.join(sorted(settings.local_login_role_set)) or 'nobody'}."
+        )
     else:
-        st.caption("Single sign-on is off (set LABELING_SSO_PROVIDER, see docs/sso.md). "
-                   "Mappings can be prepared now.")
-    st.write("An identity signs in as the user of the first rule that matches: its issuer and "
-             "subject, then its verified e-mail, then a domain rule (which creates the user on "
-             "first sign-in). Unmatched identities are refused.")
+        st.caption(
+            "Single sign-on is off (set LABELING_SSO_PROVIDER, see docs/sso.md). "
+            "Mappings can be prepared now."
+        )
+    st.write(
+        "An identity signs in as the user of the first rule that matches: its issuer and "
+        "subject, then its verified e-mail, then a domain rule (which creates the user on "
+        "first sign-in). Unmatched identities are refused."
+    )
     user_names = [u.name for u in list_users(engine())]
-    kind = st.radio("Add", ["E-mail", "Issuer and subject", "Domain rule"], horizontal=True,
-                    key="sso_kind")
+    kind = st.radio(
+        "Add", ["E-mail", "Issuer and subject", "Domain rule"], horizontal=True, key="sso_kind"
+    )
     with st.form("sso_add", clear_on_submit=True):
         if kind == "E-mail":
             email = st.text_input("Verified e-mail address", key="sso_email")
         elif kind == "Issuer and subject":
-            issuer = st.text_input("Issuer (iss claim)", key="sso_issuer",
-                                   placeholder="https://accounts.google.com")
+            issuer = st.text_input(
+                "Issuer (iss claim)", key="sso_issuer", placeholder="https://accounts.google.com"
+            )
             subject = st.text_input("Subject (sub claim)", key="sso_subject")
         else:
             domain = st.text_input("Domain", key="sso_domain", placeholder="example.org")
-            domain_role = st.selectbox("Role of new users", list(sso.DOMAIN_ROLES),
-                                       key="sso_domain_role")
+            domain_role = st.selectbox(
+                "Role of new users", list(sso.DOMAIN_ROLES), key="sso_domain_role"
+            )
         if kind != "Domain rule":
-            target = st.selectbox("Signs in as user", user_names, key="sso_user",
-                                  help="Add an account without a password on the Users tab "
-                                  "for a person who only signs in with SSO.")
+            target = st.selectbox(
+                "Signs in as user",
+                user_names,
+                key="sso_user",
+                help="Add an account without a password on the Users tab "
+                "for a person who only signs in with SSO.",
+            )
         if st.form_submit_button("Add mapping"):
             try:
                 if kind == "E-mail":
-                    made = sso_mappings.map_email(engine(), email, target or "",
-                                                  created_by=user.name)
+                    made = sso_mappings.map_email(
+                        engine(), email, target or "", created_by=user.name
+                    )
                 elif kind == "Issuer and subject":
-                    made = sso_mappings.map_subject(engine(), issuer, subject, target or "",
-                                           created_by=user.name)
+                    made = sso_mappings.map_subject(
+                        engine(), issuer, subject, target or "", created_by=user.name
+                    )
                 else:
-                    made = sso_mappings.map_domain(engine(), domain, domain_role,
-                                                   created_by=user.name)
-                st.success(esc(f"Added [{made.id}] {made.kind} {made.value} -> "
-                               f"{made.user or 'new users'} ({made.role})"))
+                    made = sso_mappings.map_domain(
+                        engine(), domain, domain_role, created_by=user.name
+                    )
+                st.success(
+                    esc(
+                        f"Added [{made.id}] {made.kind} {made.value} -> "
+                        f"{made.user or 'new users'} ({made.role})"
+                    )
+                )
             except sso.SSOError as exc:
                 show_error(exc, escape=esc)
     mappings = sso_mappings.list_mappings(engine())
     if mappings:
         st.dataframe(
-            [{"id": m.id, "kind": m.kind, "issuer": m.issuer, "value": m.value,
-              "user": m.user or "(created on first sign-in)", "role": m.role,
-              "active": m.active, "last used": m.last_used_at, "by": m.created_by}
-             for m in mappings],
-            hide_index=True, width="stretch",
+            [
+                {
+                    "id": m.id,
+                    "kind": m.kind,
+                    "issuer": m.issuer,
+                    "value": m.value,
+                    "user": m.user or "(created on first sign-in)",
+                    "role": m.role,
+                    "active": m.active,
+                    "last used": m.last_used_at,
+                    "by": m.created_by,
+                }
+                for m in mappings
+            ],
+            hide_index=True,
+            width="stretch",
         )
         labels = {m.id: f"[{m.id}] {m.kind} {m.value} -> {m.user or m.role}" for m in mappings}
         gone = st.selectbox("Mapping", list(labels), format_func=labels.get, key="sso_remove_id")
-        st.button("Remove mapping (the user and their labels stay)", key="sso_remove",
-                  on_click=remove_mapping, args=(gone, labels[gone]))
+        st.button(
+            "Remove mapping (the user and their labels stay)",
+            key="sso_remove",
+            on_click=remove_mapping,
+            args=(gone, labels[gone]),
+        )
     else:
         st.info("No single sign-on mappings yet.")
 

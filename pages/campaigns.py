@@ -26,8 +26,10 @@ user = require("campaigns")
 S = st.session_state
 LIVE_SECONDS = 10  # the progress counts re-read the database this often
 STRATEGY_HELP = {
-    "score_opus": "score_opus, highest first", "score_gpt": "score_gpt, highest first",
-    "score_max": "larger of the two heads, highest first", "score_spread": "spread, largest first",
+    "score_opus": "score_opus, highest first",
+    "score_gpt": "score_gpt, highest first",
+    "score_max": "larger of the two heads, highest first",
+    "score_spread": "spread, largest first",
     "teacher_disagreement": "teacher disagreement, largest first",
     "threshold_uncertainty": "threshold uncertainty, largest first",
     "random": "simple random sample of n (probability sample)",
@@ -76,13 +78,23 @@ def _create(v: dict[str, Any]) -> None:
         allocation = int(v["per_stratum"])
     try:
         info = create_campaign(
-            engine(), name=v["name"].strip(), description=v["description"].strip() or None,
-            strategy=v["strategy"], filter=_filter(v), overlap=int(v["overlap"]),
-            blind=v["blind"], questions=v["questions"] or None,
+            engine(),
+            name=v["name"].strip(),
+            description=v["description"].strip() or None,
+            strategy=v["strategy"],
+            filter=_filter(v),
+            overlap=int(v["overlap"]),
+            blind=v["blind"],
+            questions=v["questions"] or None,
             lease_seconds=int(v["lease_minutes"] * 60),
-            sample_size=int(v["sample_size"]) or None, allocation=allocation,
-            bins=_numbers(v["bins"]), seed=int(v["seed"]), rule=v["rule"],
-            gold_rate=float(v["gold_rate"]), created_by=user.id, schema=schema(),
+            sample_size=int(v["sample_size"]) or None,
+            allocation=allocation,
+            bins=_numbers(v["bins"]),
+            seed=int(v["seed"]),
+            rule=v["rule"],
+            gold_rate=float(v["gold_rate"]),
+            created_by=user.id,
+            schema=schema(),
         )
     except (CampaignError, ValueError) as exc:
         S["camp_msg"] = error_flash(exc, "Not created: ")
@@ -100,21 +112,26 @@ def create_form() -> None:
         v["name"] = a.text_input("Name", max_chars=128, key="new_name")
         v["description"] = b.text_input("Description")
         a, b, c = st.columns(3)
-        v["strategy"] = a.selectbox("Ordering", STRATEGIES, key="new_strategy",
-                                    format_func=lambda s: f"{s}: {STRATEGY_HELP.get(s, '')}")
+        v["strategy"] = a.selectbox(
+            "Ordering",
+            STRATEGIES,
+            key="new_strategy",
+            format_func=lambda s: f"{s}: {STRATEGY_HELP.get(s, '')}",
+        )
         v["overlap"] = b.number_input("Labels per work (overlap k)", 1, 20, 1, key="new_overlap")
         v["rule"] = c.selectbox("Validation rule", RULES)
         a, b, c = st.columns(3)
-        v["blind"] = a.checkbox("Blind: hide machine scores until the label is submitted",
-                                key="new_blind")
+        v["blind"] = a.checkbox(
+            "Blind: hide machine scores until the label is submitted", key="new_blind"
+        )
         v["lease_minutes"] = b.number_input("Lease time (minutes)", 1.0, 1440.0, 15.0, 1.0)
         v["gold_rate"] = c.number_input("Gold checks (share of items)", 0.0, 1.0, 0.0, 0.01)
-        v["questions"] = st.multiselect("Questions (empty: all)", schema().names,
-                                        key="new_questions")
+        v["questions"] = st.multiselect(
+            "Questions (empty: all)", schema().names, key="new_questions"
+        )
         st.markdown("**Sample** (random and stratified; for score orders n keeps the top n)")
         a, b, c, d, e = st.columns(5)
-        v["sample_size"] = a.number_input("Sample size n (0: all)", 0, 10_000_000, 0,
-                                          key="new_n")
+        v["sample_size"] = a.number_input("Sample size n (0: all)", 0, 10_000_000, 0, key="new_n")
         v["allocation"] = b.selectbox("Allocation", [*ALLOCATIONS, "n per stratum"])
         v["per_stratum"] = c.number_input("n per stratum", 1, 1_000_000, 10)
         v["bins"] = d.text_input("score_max bins", "0, 0.1, 0.3, 0.5, 0.7, 0.9, 1")
@@ -126,8 +143,9 @@ def create_form() -> None:
         v["year_min"] = c.number_input("Year from (0: any)", 0, 3000, 0)
         v["year_max"] = d.number_input("Year to (0: any)", 0, 3000, 0)
         a, b, c, d = st.columns(4)
-        v["routes"] = a.text_input("Routes", placeholder="ca_aff=true, about_ca=false",
-                                   key="new_routes")
+        v["routes"] = a.text_input(
+            "Routes", placeholder="ca_aff=true, about_ca=false", key="new_routes"
+        )
         v["score_col"] = b.selectbox("Score range on", ["(none)", *SCORE_STRATEGIES])
         v["score_lo"] = c.number_input("from", 0.0, 1.0, 0.0, 0.01)
         v["score_hi"] = d.number_input("to", 0.0, 1.0, 1.0, 0.01)
@@ -140,8 +158,11 @@ def create_form() -> None:
 def live_counts(info: Any) -> None:
     """The counts, read from the database on every run and every few seconds (never cached)."""
     p = campaign_progress(engine(), info.id)
-    st.progress(p["fraction_done"], text=f"{p['done']} of {p['items']} works have all their "
-                f"labels ({p['fraction_done']:.0%}); {p['remaining']} to go")
+    st.progress(
+        p["fraction_done"],
+        text=f"{p['done']} of {p['items']} works have all their "
+        f"labels ({p['fraction_done']:.0%}); {p['remaining']} to go",
+    )
     cols = st.columns(5)
     cols[0].metric("Labels counted", p["labels"], help=f"overlap k = {info.overlap}")
     cols[1].metric("Skips", p["skips"])
@@ -154,10 +175,12 @@ def progress_view(info: Any) -> None:
     """One campaign's counts, sample design and open/closed switch."""
     live_counts(info)
     kind = "probability sample" if info.is_probability_sample else "not a probability sample"
-    st.caption(f"{esc(info.strategy)} · {kind} · rule {esc(info.rule)} · overlap {info.overlap}"
-               f" · {'blind' if info.blind else 'scores shown'} · lease {info.lease_seconds} s"
-               f" · questions: {esc(', '.join(info.questions or ['all']))}"
-               f" · filter: {esc(info.filter or 'none')}")
+    st.caption(
+        f"{esc(info.strategy)} · {kind} · rule {esc(info.rule)} · overlap {info.overlap}"
+        f" · {'blind' if info.blind else 'scores shown'} · lease {info.lease_seconds} s"
+        f" · questions: {esc(', '.join(info.questions or ['all']))}"
+        f" · filter: {esc(info.filter or 'none')}"
+    )
     if info.sample and info.sample.get("strata"):
         st.dataframe(info.sample["strata"], hide_index=True)
     elif info.sample:
@@ -179,15 +202,28 @@ if not campaigns:
     st.info("No campaign yet: create one above (or with `labeling campaigns create`).")
     st.stop()
 st.dataframe(
-    [{"id": c.id, "name": c.name, "active": c.active, "strategy": c.strategy,
-      "probability sample": c.is_probability_sample, "overlap": c.overlap, "blind": c.blind,
-      "rule": c.rule, "works": c.n_items, "done": c.n_done} for c in campaigns],
+    [
+        {
+            "id": c.id,
+            "name": c.name,
+            "active": c.active,
+            "strategy": c.strategy,
+            "probability sample": c.is_probability_sample,
+            "overlap": c.overlap,
+            "blind": c.blind,
+            "rule": c.rule,
+            "works": c.n_items,
+            "done": c.n_done,
+        }
+        for c in campaigns
+    ],
     hide_index=True,
 )
 by_id = {c.id: c for c in campaigns}
 if S.get("camp_pick") not in by_id:
     S["camp_pick"] = campaigns[0].id  # the newest
 # Options are ids, not CampaignInfo objects: their counts change, their id does not.
-chosen = st.selectbox("Progress of", list(by_id), format_func=lambda c: by_id[c].name,
-                      key="camp_pick")
+chosen = st.selectbox(
+    "Progress of", list(by_id), format_func=lambda c: by_id[c].name, key="camp_pick"
+)
 progress_view(by_id[chosen])

@@ -79,6 +79,11 @@ def _build() -> bytes:
 
 st.download_button(
     "Export and download (.zip: data, manifest" + (", labels)" if long_ else ")"),
-    data=_build, file_name=f"gold-{fmt}.zip", mime="application/zip", key="exp_download",
-    type="primary", disabled=pv.total == 0, on_click="ignore",
+    data=_build,
+    file_name=f"gold-{fmt}.zip",
+    mime="application/zip",
+    key="exp_download",
+    type="primary",
+    disabled=pv.total == 0,
+    on_click="ignore",
 )

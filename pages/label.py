@@ -26,8 +26,14 @@ def _on_action() -> None:
 screen = S.get("lbl_screen")
 if not isinstance(screen, Screen) or screen.user_id != user.id:
     screen = S["lbl_screen"] = Screen(user_id=user.id)
-apply_action(engine(), screen, label_form.action(S), schema=schema(), settings=settings(),
-             prefetcher=_prefetcher(engine().url.render_as_string()))
+apply_action(
+    engine(),
+    screen,
+    label_form.action(S),
+    schema=schema(),
+    settings=settings(),
+    prefetcher=_prefetcher(engine().url.render_as_string()),
+)
 data = label_form.form_data(screen)
 screen.message = None  # said once
 label_form.mount(data, on_action=_on_action)

@@ -37,8 +37,16 @@ def _live(url: str, campaign_id: int, version: tuple[int, ...]) -> LiveView:
 
 def download(label: str, data: Callable[[], bytes | str], name: str, mime: str) -> None:
     """A download button whose file is made only when clicked."""
-    st.download_button(label, data=data, file_name=name, mime=mime, key=f"dl_{name}",
-                       on_click="ignore", icon=":material/download:", type="tertiary")
+    st.download_button(
+        label,
+        data=data,
+        file_name=name,
+        mime=mime,
+        key=f"dl_{name}",
+        on_click="ignore",
+        icon=":material/download:",
+        type="tertiary",
+    )
 
 
 def show_table(t: Table, prefix: str, height: int | str = "auto") -> None:
@@ -50,8 +58,9 @@ def show_table(t: Table, prefix: str, height: int | str = "auto") -> None:
     download("CSV", lambda: t.raw.to_csv(index=False), f"{prefix}_{t.key}.csv", "text/csv")
 
 
-def show_chart(chart: alt.TopLevelMixin | None, name: str, prefix: str, empty: str,
-               stretch: bool = True) -> None:
+def show_chart(
+    chart: alt.TopLevelMixin | None, name: str, prefix: str, empty: str, stretch: bool = True
+) -> None:
     """An Altair chart with PNG and SVG downloads, or its one-sentence empty state."""
     if chart is None:
         st.caption(esc(empty))
@@ -59,11 +68,13 @@ def show_chart(chart: alt.TopLevelMixin | None, name: str, prefix: str, empty: s
     st.altair_chart(chart, width="stretch" if stretch else "content")
     a, b, _ = st.columns([1, 1, 6])
     with a:
-        download("PNG", lambda: charts.chart_bytes(chart, "png"), f"{prefix}_{name}.png",
-                 "image/png")
+        download(
+            "PNG", lambda: charts.chart_bytes(chart, "png"), f"{prefix}_{name}.png", "image/png"
+        )
     with b:
-        download("SVG", lambda: charts.chart_bytes(chart, "svg"), f"{prefix}_{name}.svg",
-                 "image/svg+xml")
+        download(
+            "SVG", lambda: charts.chart_bytes(chart, "svg"), f"{prefix}_{name}.svg", "image/svg+xml"
+        )
 
 
 def how_far(live: LiveView) -> None:
@@ -72,9 +83,12 @@ def how_far(live: LiveView) -> None:
     st.markdown("##### How far are we?")
     st.progress(p["fraction_done"], text=f"{p['done']} of {p['items']} works done")
     a, b = st.columns(2)
-    a.metric("Labels per hour", "—" if r["per_hour"] is None else f"{r['per_hour']:.1f}",
-             help="Labels that count towards the overlap, over the last 7 days (or since the "
-                  "first label), with the exact Poisson 95% interval.")
+    a.metric(
+        "Labels per hour",
+        "—" if r["per_hour"] is None else f"{r['per_hour']:.1f}",
+        help="Labels that count towards the overlap, over the last 7 days (or since the "
+        "first label), with the exact Poisson 95% interval.",
+    )
     b.metric("ETA at this rate", "—" if r["eta_hours"] is None else fmt_hours(r["eta_hours"]))
     st.caption(esc(live.sentences["progress"]))
     st.caption(esc(live.sentences["rate"]))
@@ -95,9 +109,11 @@ def attention(stats: Statistics, prefix: str) -> None:
     """Question 2: annotators far from the validated answers or gold checks, or fast or slow."""
     t = stats.tables
     st.markdown("##### Who needs attention?")
-    st.caption("Annotators clearly below everyone else on the validated answers or the gold "
-               "checks (95% Wilson upper bound under the others' rate), or unusually fast or "
-               "slow (median time's 95% interval beyond half or twice the others' median).")
+    st.caption(
+        "Annotators clearly below everyone else on the validated answers or the gold "
+        "checks (95% Wilson upper bound under the others' rate), or unusually fast or "
+        "slow (median time's 95% interval beyond half or twice the others' median)."
+    )
     show_table(t["attention"], prefix)
 
 
@@ -119,10 +135,18 @@ def teachers(stats: Statistics, prefix: str) -> None:
 def progress_tab(live: LiveView, prefix: str) -> None:
     """Cumulative labels, skips, validated and disputed works, binned to fit the span."""
     step = live.cumulative["step"].iloc[0] if not live.cumulative.empty else ""
-    st.caption(f"Cumulative counts, one point per {step} (UTC): first labels and skips, works "
-               "that became validated or disputed." if step else "")
-    show_chart(charts.progress_chart(live.cumulative), "progress", prefix,
-               "No labels or status changes yet in this campaign.")
+    st.caption(
+        f"Cumulative counts, one point per {step} (UTC): first labels and skips, works "
+        "that became validated or disputed."
+        if step
+        else ""
+    )
+    show_chart(
+        charts.progress_chart(live.cumulative),
+        "progress",
+        prefix,
+        "No labels or status changes yet in this campaign.",
+    )
 
 
 def annotators_tab(stats: Statistics, prefix: str) -> None:
@@ -134,17 +158,22 @@ def annotators_tab(stats: Statistics, prefix: str) -> None:
         show_chart(charts.throughput_chart(rows), "throughput", prefix, "No labels yet.")
     with b:
         st.markdown("**Time per work** (median seconds, 95% interval)")
-        show_chart(charts.time_chart(rows), "time_per_work", prefix,
-                   "No labels with a recorded time yet.")
-    st.caption("Agreement: share of an annotator's answers equal to the validated answer on "
-               "validated non-gold works, 95% Wilson interval, n = answers compared. Gold: the "
-               "same on gold checks.")
+        show_chart(
+            charts.time_chart(rows), "time_per_work", prefix, "No labels with a recorded time yet."
+        )
+    st.caption(
+        "Agreement: share of an annotator's answers equal to the validated answer on "
+        "validated non-gold works, 95% Wilson interval, n = answers compared. Gold: the "
+        "same on gold checks."
+    )
     show_table(t["annotators"], prefix)
     st.markdown("**Accuracy estimated by a model, beside accuracy on gold checks**")
-    st.caption("Model: under Dawid-Skene (each annotator's confusion matrix learnt from every "
-               "label of the campaign, no gold needed; the numbers of `labeling aggregate`), "
-               "the mean probability that an annotator's answer is the true one; model_n = "
-               "answers. Gold: share right on gold checks, 95% Wilson interval, gold_n answers.")
+    st.caption(
+        "Model: under Dawid-Skene (each annotator's confusion matrix learnt from every "
+        "label of the campaign, no gold needed; the numbers of `labeling aggregate`), "
+        "the mean probability that an annotator's answer is the true one; model_n = "
+        "answers. Gold: share right on gold checks, 95% Wilson interval, gold_n answers."
+    )
     show_table(t["model_accuracy"], prefix)
     st.markdown("**Agreement with the validated answer, per question**")
     show_table(t["per_question"], prefix)
@@ -156,14 +185,23 @@ def annotators_tab(stats: Statistics, prefix: str) -> None:
 
 def agreement_tab(stats: Statistics, prefix: str) -> None:
     """Agreement per question and label, and the pairwise kappa matrix."""
-    st.caption("Krippendorff's alpha and Fleiss' kappa with 95% bootstrap intervals (over works, "
-               "200 replicates, seed 0: the numbers of `labeling agreement`), Gwet's AC1, "
-               "percent agreement; n_works and n_labels are what each row rests on.")
+    st.caption(
+        "Krippendorff's alpha and Fleiss' kappa with 95% bootstrap intervals (over works, "
+        "200 replicates, seed 0: the numbers of `labeling agreement`), Gwet's AC1, "
+        "percent agreement; n_works and n_labels are what each row rests on."
+    )
     show_table(stats.tables["agreement"], prefix)
-    st.markdown("**Cohen's kappa per pair of annotators** (mean over questions weighted by n; "
-                "n in each cell's tooltip)")
-    show_chart(charts.kappa_matrix(stats.pairs), "kappa_matrix", prefix,
-               stats.tables["pairs"].empty, stretch=False)
+    st.markdown(
+        "**Cohen's kappa per pair of annotators** (mean over questions weighted by n; "
+        "n in each cell's tooltip)"
+    )
+    show_chart(
+        charts.kappa_matrix(stats.pairs),
+        "kappa_matrix",
+        prefix,
+        stats.tables["pairs"].empty,
+        stretch=False,
+    )
     if not stats.tables["pairs"].is_empty:
         show_table(stats.tables["pairs"], prefix)
 
@@ -177,15 +215,26 @@ def machines_tab(stats: Statistics, prefix: str) -> None:
     show_table(t["machines"], prefix)
     st.markdown("**Calibration of the teachers' scores** (Brier score, lower is better)")
     show_table(t["brier"], prefix)
-    st.markdown("**Reliability: does a score of 0.8 mean 80%?** (pooled over each question's "
-                "labels; bars are 95% Wilson intervals, n per bin in the tooltip)")
-    show_chart(charts.reliability_chart(stats.reliability_bins), "reliability", prefix,
-               "No scores to bin.", stretch=False)
+    st.markdown(
+        "**Reliability: does a score of 0.8 mean 80%?** (pooled over each question's "
+        "labels; bars are 95% Wilson intervals, n per bin in the tooltip)"
+    )
+    show_chart(
+        charts.reliability_chart(stats.reliability_bins),
+        "reliability",
+        prefix,
+        "No scores to bin.",
+        stretch=False,
+    )
     for (question, system), matrix in stats.confusion.items():
         with st.expander(f"Confusion matrix: {question}, {system} (rows human, columns machine)"):
             st.dataframe(matrix)
-            download("CSV", lambda m=matrix: m.to_csv(), f"{prefix}_confusion_{question}_"
-                     f"{system}.csv", "text/csv")
+            download(
+                "CSV",
+                lambda m=matrix: m.to_csv(),
+                f"{prefix}_confusion_{question}_{system}.csv",
+                "text/csv",
+            )
 
 
 def estimates_tab(stats: Statistics, prefix: str) -> None:
@@ -208,11 +257,14 @@ if not campaigns:
 if S.get("mon_campaign") not in campaigns:
     # The busiest campaign first (most works done; the newest on a tie).
     S["mon_campaign"] = max(campaigns.values(), key=lambda c: (c.n_done, c.id)).id
-st.selectbox("Campaign", list(campaigns), key="mon_campaign",
-             format_func=lambda c: campaigns[c].name)
+st.selectbox(
+    "Campaign", list(campaigns), key="mon_campaign", format_func=lambda c: campaigns[c].name
+)
 camp = campaigns[S["mon_campaign"]]
-st.caption(f"Strategy {esc(camp.strategy)} · rule {esc(camp.rule)}, k={camp.overlap} · "
-           f"gold rate {camp.gold_rate:.0%} · {camp.n_items} works queued")
+st.caption(
+    f"Strategy {esc(camp.strategy)} · rule {esc(camp.rule)}, k={camp.overlap} · "
+    f"gold rate {camp.gold_rate:.0%} · {camp.n_items} works queued"
+)
 version = data_version(engine(), camp.id)
 stats = _statistics(get_settings().database_url, camp.id, version)
 prefix = f"campaign{camp.id}"
@@ -226,8 +278,9 @@ with left, st.container(border=True):
     reliability(stats, prefix)
 with right, st.container(border=True):
     teachers(stats, prefix)
-tabs = st.tabs(["Progress", "Annotators", "Agreement", "Humans vs machines", "Estimates",
-                "Skips and flags"])
+tabs = st.tabs(
+    ["Progress", "Annotators", "Agreement", "Humans vs machines", "Estimates", "Skips and flags"]
+)
 with tabs[0]:
     progress_tab(_live(get_settings().database_url, camp.id, version), prefix)
 with tabs[1]:

@@ -68,13 +68,21 @@ SEED_ABSTRACT = (
 )
 CA_FUNDER = re.compile(r"Canad|NSERC|CIHR|SSHRC|Genome Canada|Mitacs|Fonds de recherche")
 BARE_TITLE = re.compile(r"^(Index|References|Foreword|Book Reviews|Preface|Contents)$", re.I)
-GENRE_BY_TYPE = {"editorial": "editorial", "letter": "letter", "review": "review",
-                 "paratext": "genre_other"}
+GENRE_BY_TYPE = {
+    "editorial": "editorial",
+    "letter": "letter",
+    "review": "review",
+    "paratext": "genre_other",
+}
 # (codex, gemma) category scores for works plainly about research, science or publishing.
 BOOSTS: dict[str, dict[str, tuple[float, float]]] = {
     # The state of OA: a large-scale analysis of ... Open Access articles
-    "W2741809807": {"Open science": (0.97, 0.95), "Bibliometrics": (0.86, 0.92),
-                    "Scholarly communication": (0.88, 0.81), "Metaresearch": (0.62, 0.41)},
+    "W2741809807": {
+        "Open science": (0.97, 0.95),
+        "Bibliometrics": (0.86, 0.92),
+        "Scholarly communication": (0.88, 0.81),
+        "Metaresearch": (0.62, 0.41),
+    },
     # bibliometrix: An R-tool for comprehensive science mapping analysis
     "W2755950973": {"Bibliometrics": (0.96, 0.98), "Open science": (0.35, 0.52)},
     # Crop improvement in the CGIAR ... open access and international collaboration
@@ -82,8 +90,10 @@ BOOSTS: dict[str, dict[str, tuple[float, float]]] = {
     # A web resource for the UK's long-term individual-based time-series (LITS) data
     "W2059915410": {"Open science": (0.71, 0.55), "Scholarly communication": (0.22, 0.31)},
     # Rewarding true innovation (research exemption, gene patenting)
-    "W1788105650": {"Science and technology studies": (0.64, 0.47),
-                    "Research integrity": (0.18, 0.27)},
+    "W1788105650": {
+        "Science and technology studies": (0.64, 0.47),
+        "Research integrity": (0.18, 0.27),
+    },
     # Taking Conservation Biology to New Levels in Environmental Decision-Making
     "W2160025453": {"Science and technology studies": (0.56, 0.44)},
     # Forest education and research in the United Kingdom
@@ -106,14 +116,18 @@ BOOSTS: dict[str, dict[str, tuple[float, float]]] = {
     # "A systematic approach to ... oral mucositis" (its abstract is about Natura 2000)
     "W2076031027": {"Meta-epidemiology (broad)": (0.34, 0.08)},
     # 18-19 November 2008 Washington, D.C (board minutes of a scientific society)
-    "W1972656833": {"Insufficient payload (model declined to judge)": (0.58, 0.72),
-                    "Scholarly communication": (0.2, 0.1)},
+    "W1972656833": {
+        "Insufficient payload (model declined to judge)": (0.58, 0.72),
+        "Scholarly communication": (0.2, 0.1),
+    },
 }
-DESIGNS = {"W2741809807": ("bibliometric_analysis", "empirical"),
-           "W2755950973": ("tool_or_dataset", "tool_or_software"),
-           "W2059915410": ("tool_or_dataset", "tool_or_software"),
-           "W1972656833": ("design_other", "genre_other"),
-           "W1535527254": ("design_other", "editorial")}
+DESIGNS = {
+    "W2741809807": ("bibliometric_analysis", "empirical"),
+    "W2755950973": ("tool_or_dataset", "tool_or_software"),
+    "W2059915410": ("tool_or_dataset", "tool_or_software"),
+    "W1972656833": ("design_other", "genre_other"),
+    "W1535527254": ("design_other", "editorial"),
+}
 
 
 def deinvert(index: dict[str, list[int]] | None) -> str | None:
@@ -133,7 +147,7 @@ def cap(text: str | None) -> str | None:
 
 def _strip(value: str | None, prefix: str) -> str | None:
     """The value without a URL prefix (None stays None)."""
-    return value[len(prefix):] if value and value.startswith(prefix) else value
+    return value[len(prefix) :] if value and value.startswith(prefix) else value
 
 
 def _unique(names: list[str]) -> str:
@@ -263,9 +277,10 @@ def build(fixtures: Path = FIXTURES, out_dir: Path = OUT_DIR) -> tuple[Path, Pat
     lines.append(seed_line)
     out_dir.mkdir(parents=True, exist_ok=True)
     frame = out_dir / FRAME_NAME
-    with frame.open("wb") as raw, gzip.GzipFile(
-        filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9
-    ) as gz:
+    with (
+        frame.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+    ):
         gz.write(b"\n".join(lines) + b"\n")
     texts = {rec["id"]: cap(abstracts[w["id"]]) for rec, w in zip(records, works, strict=True)}
     texts[seed_id] = SEED_ABSTRACT

@@ -18,9 +18,15 @@ from labeling.schema import Question
 from tests.servers import app_server, wait_healthy
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 SKIPS = ("no_abstract", "not_research", "out_of_scope", "other")
 
@@ -167,8 +173,14 @@ def type_work(keys: list[str], questions: list[Question]) -> Typed:
     return typed
 
 
-def plan_work(rng: random.Random, questions: list[Question], *, skip: int = 0,
-              flag: bool = False, note: str = "") -> list[str]:
+def plan_work(
+    rng: random.Random,
+    questions: list[Question],
+    *,
+    skip: int = 0,
+    flag: bool = False,
+    note: str = "",
+) -> list[str]:
     """A realistic key plan for one work: every question answered in order (multi-label
     options toggled, sometimes twice), now and then a jump back, a confidence; Enter."""
     letters = question_keys(questions)
@@ -181,8 +193,7 @@ def plan_work(rng: random.Random, questions: list[Question], *, skip: int = 0,
             if rng.random() < 0.4:
                 keys += [_digit(picks[0])] * 2  # toggled off and on again
             if qi + 1 < len(questions):
-                keys.append(letters[qi + 1] or "ArrowDown" if rng.random() < 0.5
-                            else "ArrowDown")
+                keys.append(letters[qi + 1] or "ArrowDown" if rng.random() < 0.5 else "ArrowDown")
         else:
             keys.append(_digit(rng.randrange(len(q.labels))))
     if rng.random() < 0.5 and letters[1]:  # go back and change a binary answer

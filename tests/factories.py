@@ -36,13 +36,24 @@ def work_row(
         score_spread = abs(score_opus - score_gpt)
     now = utcnow()
     return {
-        "id": work_id, "title": f"Title of {work_id}", "year": year, "field": field,
-        "routes": routes, "record": {"id": work_id}, "status": status, "is_gold": is_gold,
+        "id": work_id,
+        "title": f"Title of {work_id}",
+        "year": year,
+        "field": field,
+        "routes": routes,
+        "record": {"id": work_id},
+        "status": status,
+        "is_gold": is_gold,
         "record_hash": hashlib.sha256(work_id.encode()).hexdigest(),
-        "score_opus": score_opus, "score_gpt": score_gpt, "score_max": score_max,
-        "score_spread": score_spread, "teacher_disagreement": teacher_disagreement,
-        "threshold_uncertainty": threshold_uncertainty, "model_version": "test-model",
-        "imported_at": now, "updated_at": now,
+        "score_opus": score_opus,
+        "score_gpt": score_gpt,
+        "score_max": score_max,
+        "score_spread": score_spread,
+        "teacher_disagreement": teacher_disagreement,
+        "threshold_uncertainty": threshold_uncertainty,
+        "model_version": "test-model",
+        "imported_at": now,
+        "updated_at": now,
     }
 
 
@@ -86,7 +97,11 @@ def answers_for(schema: Schema, variant: int = 0) -> dict[str, Any]:
 
 
 def label_next(
-    engine: Engine, schema: Schema, campaign: str, name: str, answers: dict[str, Any],
+    engine: Engine,
+    schema: Schema,
+    campaign: str,
+    name: str,
+    answers: dict[str, Any],
     **fields: Any,
 ) -> str:
     """`name` claims their next work of a campaign and submits `answers` (plus any other

@@ -38,8 +38,9 @@ def seed_records(n: int, *, hostile_first: bool = False) -> list[dict[str, Any]]
         rec["title"] = HOSTILE if hostile_first and i == 0 else title
         rec["has_abstract"] = i % 4 != 3
         opus = round(0.9 - i * 0.8 / max(n, 1), 6)
-        rec["machine_scores"].update(score_opus=opus, score_gpt=opus / 2,
-                                     score_spread=round(opus / 2, 6))
+        rec["machine_scores"].update(
+            score_opus=opus, score_gpt=opus / 2, score_spread=round(opus / 2, 6)
+        )
         out.append(rec)
     return out
 
@@ -68,19 +69,32 @@ def build_label_db(
     if cache_all:
         for r in records:
             r["has_abstract"] = True
-    seed_abstract_cache(engine, {
-        r["id"]: (f"Abstract of {r['id']}: <b>not bold</b> [link](javascript:x) the work "
-                  "studies GPU clusters." if r["has_abstract"] else None)
-        for r in (records if cache_all else records[:-1])
-    })
-    for name, role in (("annotator", "annotator"), ("annotator2", "annotator"), ("lead", "lead"),
-                       ("exporter", "exporter"), ("admin", "admin")):
+    seed_abstract_cache(
+        engine,
+        {
+            r["id"]: (
+                f"Abstract of {r['id']}: <b>not bold</b> [link](javascript:x) the work "
+                "studies GPU clusters."
+                if r["has_abstract"]
+                else None
+            )
+            for r in (records if cache_all else records[:-1])
+        },
+    )
+    for name, role in (
+        ("annotator", "annotator"),
+        ("annotator2", "annotator"),
+        ("lead", "lead"),
+        ("exporter", "exporter"),
+        ("admin", "admin"),
+    ):
         add_user(engine, name, role, PASSWORD)
     create_campaign(engine, name="top", strategy="score_opus", overlap=2)
     create_campaign(engine, name="blind", strategy="score_opus", overlap=1, blind=True)
     lowest = min(r["machine_scores"]["score_opus"] for r in records)
-    create_campaign(engine, name="tail", strategy="score_opus",
-                    filter={"score_opus": [None, lowest + 1e-9]})
+    create_campaign(
+        engine, name="tail", strategy="score_opus", filter={"score_opus": [None, lowest + 1e-9]}
+    )
     return engine
 
 
@@ -115,8 +129,6 @@ def texts(at: AppTest) -> list[str]:
     return [t.value for t in at.text]
 
 
-
-
 def form(at: AppTest, name: str = "label_form") -> dict[str, Any]:
     """The data the page gave a component (the label form by default) in its last run."""
     found = [e for e in at.get("bidi_component") if e.proto.component_name.endswith(name)]
@@ -126,8 +138,10 @@ def form(at: AppTest, name: str = "label_form") -> dict[str, Any]:
 
 def first_answers(data: dict[str, Any]) -> dict[str, Any]:
     """Every question answered with its first option (a list for multi-label questions)."""
-    return {q["name"]: [q["labels"][0]] if q["kind"] == "multi" else q["labels"][0]
-            for q in data["questions"]}
+    return {
+        q["name"]: [q["labels"][0]] if q["kind"] == "multi" else q["labels"][0]
+        for q in data["questions"]
+    }
 
 
 class Browser:
@@ -158,14 +172,31 @@ class Browser:
         assert not at.exception, at.exception
         return at
 
-    def submit(self, at: AppTest, answers: dict[str, Any] | None = None, *,
-               skip: str | None = None, confidence: int | None = None, flagged: bool = False,
-               note: str = "", ms: int = 1200) -> AppTest:
+    def submit(
+        self,
+        at: AppTest,
+        answers: dict[str, Any] | None = None,
+        *,
+        skip: str | None = None,
+        confidence: int | None = None,
+        flagged: bool = False,
+        note: str = "",
+        ms: int = 1200,
+    ) -> AppTest:
         """Submit the shown work with these answers (default: every first option)."""
         data = form(at)
         if answers is None:
             answers = {} if skip else first_answers(data)
-        return self.send(at, "submit", submission_id=data["submission_id"],
-                         work_id=data["work_id"], answers=answers, confidence=confidence,
-                         flagged=flagged, note=note, skip_reason=skip, time_on_item_ms=ms,
-                         scores_visible=data["scores_visible"])
+        return self.send(
+            at,
+            "submit",
+            submission_id=data["submission_id"],
+            work_id=data["work_id"],
+            answers=answers,
+            confidence=confidence,
+            flagged=flagged,
+            note=note,
+            skip_reason=skip,
+            time_on_item_ms=ms,
+            scores_visible=data["scores_visible"],
+        )

@@ -66,8 +66,11 @@ def cases(schema: Schema, n: int = 400, seed: int = 5) -> list[tuple[dict, dict]
                 yes = bool(call) if isinstance(call, bool) else rng.random() < 0.2
                 answers[q.name] = "yes" if (yes != (rng.random() < 0.15)) else "no"
             else:
-                pick = call if call in q.labels and rng.random() < 0.7 else \
-                    q.labels[int(rng.integers(len(q.labels)))]
+                pick = (
+                    call
+                    if call in q.labels and rng.random() < 0.7
+                    else q.labels[int(rng.integers(len(q.labels)))]
+                )
                 answers[q.name] = pick if i % 97 else "not_a_schema_label"
         out.append((answers, rec))
     return out

@@ -29,8 +29,13 @@ def _cached(url: str, text: str) -> None:
 def env_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The environment's database (LABELING_DB_URL), with OpenAlex online but unreachable."""
     url = f"sqlite:///{tmp_path / 'env.db'}"
-    for name, value in {"DB_URL": url, "OPENALEX_OFFLINE": "false", "OPENALEX_RETRIES": "0",
-                        "OPENALEX_URL": "http://127.0.0.1:9", "OPENALEX_TIMEOUT": "1"}.items():
+    for name, value in {
+        "DB_URL": url,
+        "OPENALEX_OFFLINE": "false",
+        "OPENALEX_RETRIES": "0",
+        "OPENALEX_URL": "http://127.0.0.1:9",
+        "OPENALEX_TIMEOUT": "1",
+    }.items():
         monkeypatch.setenv(f"LABELING_{name}", value)
     get_settings.cache_clear()
     yield url

@@ -39,10 +39,27 @@ from labeling.retrying import retry_now
 from labeling.settings import Settings
 
 __all__ = [
-    "ABSENT", "BATCH_SIZE", "ERROR", "ERROR_RETRY_SECONDS", "INVALID_ID", "MAX_ERROR_HOLD",
-    "MAX_RETRY_AFTER", "NOT_FOUND", "OFFLINE", "OK", "PENDING", "AbstractState", "FetchResult",
-    "OpenAlexClient", "PrefetchReport", "Prefetcher", "deinvert", "get_abstracts",
-    "normalize_work_id", "prefetch", "show_abstract",
+    "ABSENT",
+    "BATCH_SIZE",
+    "ERROR",
+    "ERROR_RETRY_SECONDS",
+    "INVALID_ID",
+    "MAX_ERROR_HOLD",
+    "MAX_RETRY_AFTER",
+    "NOT_FOUND",
+    "OFFLINE",
+    "OK",
+    "PENDING",
+    "AbstractState",
+    "FetchResult",
+    "OpenAlexClient",
+    "PrefetchReport",
+    "Prefetcher",
+    "deinvert",
+    "get_abstracts",
+    "normalize_work_id",
+    "prefetch",
+    "show_abstract",
 ]
 
 log = logging.getLogger(__name__)

@@ -233,8 +233,11 @@ class OpenAlexClient:
         params = {**params, **self._auth}
         return retry_backoff(
             lambda: self._attempt(path, params, allow_404),
-            attempts=self.retries + 1, first=self.backoff, cap=self.max_backoff,
-            sleep=self._sleep, on_retry=_log_retry,
+            attempts=self.retries + 1,
+            first=self.backoff,
+            cap=self.max_backoff,
+            sleep=self._sleep,
+            on_retry=_log_retry,
         )
 
     def _attempt(

@@ -99,7 +99,8 @@ def _load(engine: Engine, token: str) -> tuple[AuthSession, UserInfo] | None:
     """The session row of a token and its user (detached), or None when unknown."""
     with read_session(engine) as session:
         row = session.execute(
-            select(AuthSession, User).join(User, User.id == AuthSession.user_id)
+            select(AuthSession, User)
+            .join(User, User.id == AuthSession.user_id)
             .where(AuthSession.token == token_hash(token))
         ).first()
         if row is None:
@@ -141,7 +142,11 @@ def _rotate(engine: Engine, auth: AuthSession, user: UserInfo, now: datetime) ->
 
 
 def check_session(
-    engine: Engine, token: str | None, *, idle_minutes: int, now: datetime | None = None,
+    engine: Engine,
+    token: str | None,
+    *,
+    idle_minutes: int,
+    now: datetime | None = None,
     rotate: bool = True,
 ) -> LiveSession | None:
     """The session of the token a tab holds, rotated when due; None when it is no longer valid.
@@ -192,7 +197,11 @@ def resolve_session(
 
 
 def resume_session(
-    engine: Engine, cookie: object, *, idle_minutes: int, roles: Collection[str] | None = None,
+    engine: Engine,
+    cookie: object,
+    *,
+    idle_minutes: int,
+    roles: Collection[str] | None = None,
     now: datetime | None = None,
 ) -> LiveSession | None:
     """Sign a new browser session in from the cookie's token, with a token of its own.
@@ -233,7 +242,8 @@ def end_session(engine: Engine, token: str | None) -> None:
     assert token is not None
     with write_session(engine) as session:
         login = session.scalar(
-            select(AuthSession.login).where(AuthSession.token == token_hash(token)))
+            select(AuthSession.login).where(AuthSession.token == token_hash(token))
+        )
         if login is not None:
             session.execute(delete(AuthSession).where(AuthSession.login == login))
 

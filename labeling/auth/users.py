@@ -304,9 +304,7 @@ def authenticate(
             if delay:
                 user.locked_until = now + timedelta(seconds=delay)
         if delay:
-            raise AuthError(
-                f"too many failed attempts, try again in {delay} s", retry_after=delay
-            )
+            raise AuthError(f"too many failed attempts, try again in {delay} s", retry_after=delay)
         raise AuthError(GENERIC_AUTH_ERROR)
     if not info.active:
         raise AuthError("this account is deactivated; ask an admin")

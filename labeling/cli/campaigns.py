@@ -46,12 +46,19 @@ def campaigns() -> None:
 )
 @click.option("--bins", help="Stratified: score_max bin edges, e.g. 0,0.1,0.5,1.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--rule", type=click.Choice(["unanimous", "majority", "dawid-skene"]),
-              default="unanimous", show_default=True,
-              help="dawid-skene: posterior >= --posterior with k labels, applied by "
-                   "`labeling aggregate --validate`.")
-@click.option("--posterior", type=click.FloatRange(0.5, 1, min_open=True),
-              help="The dawid-skene rule's threshold P (default 0.95).")
+@click.option(
+    "--rule",
+    type=click.Choice(["unanimous", "majority", "dawid-skene"]),
+    default="unanimous",
+    show_default=True,
+    help="dawid-skene: posterior >= --posterior with k labels, applied by "
+    "`labeling aggregate --validate`.",
+)
+@click.option(
+    "--posterior",
+    type=click.FloatRange(0.5, 1, min_open=True),
+    help="The dawid-skene rule's threshold P (default 0.95).",
+)
 @click.option("--gold-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
 @click.option(
     "--filter",

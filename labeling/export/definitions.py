@@ -27,18 +27,35 @@ PSEUDONYM_KEY_TAG = b"labeling-pseudonym-key-v1"
 BASE_COLUMNS = [("work_id", "str"), ("doi", "str"), ("title", "str"), ("year", "int"),
                 ("status", "str")]  # fmt: skip
 PROVENANCE_COLUMNS = [
-    ("validation_method", "str"), ("validation_rule", "str"), ("validation_campaign", "str"),
-    ("validated_by", "str"), ("validated_via", "str"), ("n_labels", "int"),
-    ("annotators", "list"), ("agreement", "float"), ("first_labelled_at", "str"),
-    ("last_labelled_at", "str"), ("model_version", "str"), ("model_version_current", "str"),
+    ("validation_method", "str"),
+    ("validation_rule", "str"),
+    ("validation_campaign", "str"),
+    ("validated_by", "str"),
+    ("validated_via", "str"),
+    ("n_labels", "int"),
+    ("annotators", "list"),
+    ("agreement", "float"),
+    ("first_labelled_at", "str"),
+    ("last_labelled_at", "str"),
+    ("model_version", "str"),
+    ("model_version_current", "str"),
 ]
 SAMPLE_COLUMNS = [("sample_campaign", "str"), ("stratum", "str"), ("inclusion_prob", "float"),
                   ("weight", "float")]  # fmt: skip
 LONG_COLUMNS = [
-    ("work_id", "str"), ("annotator", "str"), ("question", "str"), ("value", "answer"),
-    ("created_at", "str"), ("confidence", "int"), ("note", "str"), ("campaign", "str"),
-    ("version", "int"), ("time_on_item_ms", "int"), ("model_version", "str"),
-    ("scores_visible", "bool"), ("schema_hash", "str"),
+    ("work_id", "str"),
+    ("annotator", "str"),
+    ("question", "str"),
+    ("value", "answer"),
+    ("created_at", "str"),
+    ("confidence", "int"),
+    ("note", "str"),
+    ("campaign", "str"),
+    ("version", "int"),
+    ("time_on_item_ms", "int"),
+    ("model_version", "str"),
+    ("scores_visible", "bool"),
+    ("schema_hash", "str"),
 ]
 _ARROW = {"str": pa.string(), "answer": pa.string(), "int": pa.int64(), "float": pa.float64(),
           "bool": pa.bool_(), "list": pa.list_(pa.string())}  # fmt: skip
@@ -67,7 +84,8 @@ class ExportFilters:
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data (dates as ISO strings)."""
         return {
-            "status": self.status, "campaign": self.campaign,
+            "status": self.status,
+            "campaign": self.campaign,
             "questions": list(self.questions) if self.questions else None,
             "since": self.since.isoformat() if self.since else None,
             "until": self.until.isoformat() if self.until else None,
@@ -151,9 +169,12 @@ def sample_design(conn: Connection, name_or_id: str | None) -> str:
     """What the design columns hold for an export of one campaign (None: all), for the
     manifest: a design belongs to one (work, probability sample) pair."""
     camp = resolve_campaign(conn, name_or_id)
-    if camp is not None and conn.execute(
-        select(Campaign.is_probability_sample).where(Campaign.id == camp.id)
-    ).scalar():
+    if (
+        camp is not None
+        and conn.execute(
+            select(Campaign.is_probability_sample).where(Campaign.id == camp.id)
+        ).scalar()
+    ):
         return (f"sample_campaign, stratum, inclusion_prob and weight (1 / inclusion_prob): "
                 f"each work's draw in the probability sample {camp.name!r}")  # fmt: skip
     return ("sample_campaign, stratum, inclusion_prob and weight are empty: a design belongs "
@@ -224,8 +245,11 @@ def validation_fields(
 
 
 def long_rows(
-    questions: Sequence[Question], campaigns: dict[int, Any], names: dict[int, str | None],
-    work_id: str, labs: list[Any],
+    questions: Sequence[Question],
+    campaigns: dict[int, Any],
+    names: dict[int, str | None],
+    work_id: str,
+    labs: list[Any],
 ) -> list[dict[str, Any]]:
     """One row per question of each current label (the format import-labels reads)."""
     out = []

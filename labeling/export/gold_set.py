@@ -262,9 +262,17 @@ def _check(fmt: str, schema: Schema, filters: ExportFilters) -> None:
 
 
 def export_gold(
-    engine: Engine, schema: Schema, out: str | Path, *, fmt: str,
-    filters: ExportFilters | None = None, long: bool = False, pseudonymize: bool = False,
-    user_id: int | None = None, chunk_size: int = CHUNK, processes: int | None = None,
+    engine: Engine,
+    schema: Schema,
+    out: str | Path,
+    *,
+    fmt: str,
+    filters: ExportFilters | None = None,
+    long: bool = False,
+    pseudonymize: bool = False,
+    user_id: int | None = None,
+    chunk_size: int = CHUNK,
+    processes: int | None = None,
 ) -> ExportResult:
     """Write a gold set, its manifest (and optionally the labels file), and record the export.
 
@@ -337,8 +345,12 @@ def _store_summaries(engine: Engine, summaries: pa.Table) -> None:
 
 
 def _write_manifest(
-    result: ExportResult, schema: Schema, filters: ExportFilters,
-    columns: list[tuple[str, str]], pseudonymize: bool, design: str,
+    result: ExportResult,
+    schema: Schema,
+    filters: ExportFilters,
+    columns: list[tuple[str, str]],
+    pseudonymize: bool,
+    design: str,
 ) -> None:
     """Write PATH.manifest.json describing the export."""
     manifest = {
@@ -374,8 +386,12 @@ def _write_manifest(
 
 
 def _record(
-    engine: Engine, result: ExportResult, filters: ExportFilters, long: bool,
-    pseudonymize: bool, user_id: int | None,
+    engine: Engine,
+    result: ExportResult,
+    filters: ExportFilters,
+    long: bool,
+    pseudonymize: bool,
+    user_id: int | None,
 ) -> int:
     """Add the export to the exports table; returns its id."""
     with write_session(engine) as session:
@@ -387,7 +403,11 @@ def _record(
 
 
 def preview(
-    engine: Engine, schema: Schema, filters: ExportFilters | None = None, *, limit: int = 20,
+    engine: Engine,
+    schema: Schema,
+    filters: ExportFilters | None = None,
+    *,
+    limit: int = 20,
     pseudonymize: bool = False,
 ) -> ExportPreview:
     """Counts per status of the works an export would hold, and its first rows.
@@ -407,7 +427,8 @@ def preview(
         counts = status_counts(conn, work_conditions(filters, camp.id if camp else None))
         rows: list[dict[str, Any]] = []
         chunks: Iterator[GoldChunk] = iter_tables(
-            conn, schema, filters, pseudonymize=pseudonymize, chunk_size=max(1, limit))
+            conn, schema, filters, pseudonymize=pseudonymize, chunk_size=max(1, limit)
+        )
         for chunk in chunks:
             rows.extend(chunk.table.to_pylist())
             break

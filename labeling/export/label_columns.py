@@ -106,7 +106,10 @@ def label_query(dialect: str, campaign_id: int | None) -> Any:
 
 
 def current_labels(
-    conn: Connection, questions: Sequence[Question], campaign_id: int | None, ids: pa.Array,
+    conn: Connection,
+    questions: Sequence[Question],
+    campaign_id: int | None,
+    ids: pa.Array,
 ) -> pa.Table:
     """The current labels of a chunk's works (ids, sorted): the latest version of each
     annotator in each campaign, unless it is a skip. Columns: w (position of the work in the
@@ -155,15 +158,30 @@ def scatter(values: pa.Array, at: np.ndarray, n: int) -> pa.Array:
 
 
 def long_labels(
-    conn: Connection, questions: Sequence[Question], campaigns: dict[int, Any],
-    names: dict[int, str | None], campaign_id: int | None, ids: list[str],
+    conn: Connection,
+    questions: Sequence[Question],
+    campaigns: dict[int, Any],
+    names: dict[int, str | None],
+    campaign_id: int | None,
+    ids: list[str],
 ) -> list[dict[str, Any]]:
     """One row per question of each current label of a chunk's works (the long file)."""
     query = (
-        select(Label.campaign_id, Label.work_id, Label.user_id, Label.version, Label.skipped,
-               Label.answers, Label.created_at, Label.confidence, Label.note,
-               Label.time_on_item_ms, Label.model_version, Label.scores_visible,
-               Label.schema_hash)  # fmt: skip
+        select(
+            Label.campaign_id,
+            Label.work_id,
+            Label.user_id,
+            Label.version,
+            Label.skipped,
+            Label.answers,
+            Label.created_at,
+            Label.confidence,
+            Label.note,
+            Label.time_on_item_ms,
+            Label.model_version,
+            Label.scores_visible,
+            Label.schema_hash,
+        )  # fmt: skip
         .where(Label.work_id >= ids[0], Label.work_id <= ids[-1])
         .order_by(Label.work_id, Label.campaign_id, Label.user_id, Label.version)
     )
@@ -179,7 +197,9 @@ def long_labels(
             per_work.setdefault(row.work_id, []).append(row)
     out: list[dict[str, Any]] = []
     for wid in ids:
-        labs = sorted(per_work.get(wid, []), key=lambda lab: (
-            campaigns[lab.campaign_id].name, names.get(lab.user_id) or ""))
+        labs = sorted(
+            per_work.get(wid, []),
+            key=lambda lab: (campaigns[lab.campaign_id].name, names.get(lab.user_id) or ""),
+        )
         out.extend(long_rows(questions, campaigns, names, wid, labs))
     return out

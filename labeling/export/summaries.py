@@ -114,8 +114,11 @@ def summarise(labels: pa.Table, n: int, n_questions: int, schema_hash: str) -> d
 
 
 def label_columns(
-    summaries: dict[str, Any], current: pa.Array, questions: Sequence[Question],
-    schema: Schema, names: dict[int, str | None],
+    summaries: dict[str, Any],
+    current: pa.Array,
+    questions: Sequence[Question],
+    schema: Schema,
+    names: dict[int, str | None],
 ) -> dict[str, Any]:
     """The export's label columns of a chunk from its summaries (aligned with its works):
     n_labels, annotators, agreement (over `questions`), first/last_labelled_at and the

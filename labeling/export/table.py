@@ -82,8 +82,13 @@ class _Context:
 
 
 def iter_tables(
-    conn: Connection, schema: Schema, filters: ExportFilters, *, pseudonymize: bool = False,
-    chunk_size: int = CHUNK, with_labels: bool = False,
+    conn: Connection,
+    schema: Schema,
+    filters: ExportFilters,
+    *,
+    pseudonymize: bool = False,
+    chunk_size: int = CHUNK,
+    with_labels: bool = False,
     id_range: tuple[str | None, str | None] = (None, None),
 ) -> Iterator[GoldChunk]:
     """Stream the gold set in chunks of works ordered by id, inside the caller's transaction.
@@ -204,8 +209,14 @@ def _stored_machine(ctx: _Context, text: str | None) -> dict[str, Any]:
 
 
 def _recompute(
-    conn: Connection, ctx: _Context, ids: list[str], machines: list[str | None],
-    hashes: list[str | None], scores: list[list], shown: pa.Array, current: pa.Array,
+    conn: Connection,
+    ctx: _Context,
+    ids: list[str],
+    machines: list[str | None],
+    hashes: list[str | None],
+    scores: list[list],
+    shown: pa.Array,
+    current: pa.Array,
 ) -> None:
     """Rewrite, in place, the machine side of works whose stored columns are missing or from
     another schema (from their record) or that were labelled under an older model version
@@ -235,8 +246,12 @@ def _history(conn: Connection, wanted: set[tuple[str, str]]) -> dict[tuple[str, 
     """Superseded predictions {(work, model_version): record-shaped dict}."""
     ids = sorted({w for w, _ in wanted})
     rows = conn.execute(
-        select(Prediction.work_id, Prediction.model_version, Prediction.prediction,
-               Prediction.machine_scores).where(Prediction.work_id.in_(ids))  # fmt: skip
+        select(
+            Prediction.work_id,
+            Prediction.model_version,
+            Prediction.prediction,
+            Prediction.machine_scores,
+        ).where(Prediction.work_id.in_(ids))  # fmt: skip
     )
     return {
         (r.work_id, r.model_version): {"prediction": r.prediction or {},

@@ -46,7 +46,9 @@ def seed_abstract_cache(engine: Engine, abstracts: dict[str, str | None]) -> int
                 continue
             session.add(
                 AbstractCache(
-                    work_id=work_id, state="ok" if text else "absent", text=text or None,
+                    work_id=work_id,
+                    state="ok" if text else "absent",
+                    text=text or None,
                     fetched_at=now,
                 )  # fmt: skip
             )

@@ -32,8 +32,9 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
     existing = {
         row.id: row
         for row in conn.execute(
-            select(Work.id, Work.record_hash, Work.model_version, Work.machine_hash)
-            .where(Work.id.in_(ids))
+            select(Work.id, Work.record_hash, Work.model_version, Work.machine_hash).where(
+                Work.id.in_(ids)
+            )
         )
     }
     now = utcnow()

@@ -134,18 +134,34 @@ def _bibliographic(rng: np.random.Generator, start: int, n: int, seed: int) -> l
     columns: tuple[Iterable[Any], ...] = (
         [f"W{i}" for i in ids.tolist()],
         [f"10.{p}/synth.{start + i}" for i, p in enumerate(prefixes)],
-        titles, years, _choose(rng, _LANGS, n), _choose(rng, _TYPES, n),
-        _choose(rng, _VENUES, n), _choose(rng, _TOPICS, n), _choose(rng, _FIELDS, n),
+        titles,
+        years,
+        _choose(rng, _LANGS, n),
+        _choose(rng, _TYPES, n),
+        _choose(rng, _VENUES, n),
+        _choose(rng, _TOPICS, n),
+        _choose(rng, _FIELDS, n),
         np.floor(rng.lognormal(1.2, 1.6, n)).astype(np.int64).tolist(),
-        (rng.random(n) < 0.001).tolist(), (rng.random(n) < 0.75).tolist(), inst, funders,
-        _pick(rng, "kw", rng.integers(3, 10, n))[0], routes, repeat(None, n), repeat(None, n),
+        (rng.random(n) < 0.001).tolist(),
+        (rng.random(n) < 0.75).tolist(),
+        inst,
+        funders,
+        _pick(rng, "kw", rng.integers(3, 10, n))[0],
+        routes,
+        repeat(None, n),
+        repeat(None, n),
         [[] for _ in range(n)],
     )
     return [dict(zip(TOP_KEYS, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def _block_records(
-    start: int, size: int, seed: int, schema: Schema, model_version: str, rate: float,
+    start: int,
+    size: int,
+    seed: int,
+    schema: Schema,
+    model_version: str,
+    rate: float,
     as_numpy: bool = False,
 ) -> list[dict[str, Any]]:
     """Records start..start+size-1; each block has its own seed, so blocks are independent."""

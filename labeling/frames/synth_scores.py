@@ -228,9 +228,12 @@ class MachineFields:
                 union, inter = (a >= thr) | (b >= thr), (a >= thr) & (b >= thr)
                 if q.kind == "multi":
                     bits = 1 << np.arange(len(q.labels), dtype=np.int64)
-                    values = [None, None,
-                              _label_lists((union.astype(np.int64) @ bits).tolist(), q.labels),
-                              _label_lists((inter.astype(np.int64) @ bits).tolist(), q.labels)]
+                    values = [
+                        None,
+                        None,
+                        _label_lists((union.astype(np.int64) @ bits).tolist(), q.labels),
+                        _label_lists((inter.astype(np.int64) @ bits).tolist(), q.labels),
+                    ]
                 else:
                     values = [None, None, union.tolist(), inter.tolist()]
             for path, column in zip(paths, values, strict=True):
@@ -248,8 +251,10 @@ class MachineFields:
         self.predictions: list[dict[str, Any]] = [
             dict(zip(pred_keys, values, strict=True))
             for values in zip(
-                repeat(model_version, n), *(other[k] for k in inside),
-                repeat(PREDICTION_STATUS, n), strict=True,
+                repeat(model_version, n),
+                *(other[k] for k in inside),
+                repeat(PREDICTION_STATUS, n),
+                strict=True,
             )
         ]
         self._elsewhere = [(k.split("."), other[k]) for k in keys if k not in set(inside)]

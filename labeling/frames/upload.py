@@ -43,21 +43,35 @@ def outcomes(result: UploadResult) -> list[Outcome]:
     noted = [p for p in result.problems if p["kind"] != "rejected"]
     out = []
     if c["aborted"]:
-        out.append(Outcome("error", f"Strict import aborted at a rejected line: nothing was "
-                                    f"written ({c['lines']} lines read)."))
+        out.append(
+            Outcome(
+                "error",
+                f"Strict import aborted at a rejected line: nothing was "
+                f"written ({c['lines']} lines read).",
+            )
+        )
     else:
         stored = c["inserted"] + c["updated"] + c["unchanged"]
         level = "success" if stored else "info"
-        out.append(Outcome(level, f"{stored} works stored: {c['inserted']} inserted, "
-                                  f"{c['updated']} updated, {c['unchanged']} unchanged."))
+        out.append(
+            Outcome(
+                level,
+                f"{stored} works stored: {c['inserted']} inserted, "
+                f"{c['updated']} updated, {c['unchanged']} unchanged.",
+            )
+        )
     if c["rejected"]:
         shown = "" if len(rejected) == c["rejected"] else f" (the first {len(rejected)})"
-        out.append(Outcome("warning", f"{c['rejected']} line(s) rejected, not imported"
-                                      f"{shown}:", rejected))
+        out.append(
+            Outcome("warning", f"{c['rejected']} line(s) rejected, not imported{shown}:", rejected)
+        )
     if c["warnings"]:
         shown = "" if len(noted) == c["warnings"] else f" (the first {len(noted)})"
-        out.append(Outcome("info", f"{c['warnings']} inconsistency warning(s), imported "
-                                   f"anyway{shown}:", noted))
+        out.append(
+            Outcome(
+                "info", f"{c['warnings']} inconsistency warning(s), imported anyway{shown}:", noted
+            )
+        )
     return out
 
 

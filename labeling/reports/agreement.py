@@ -19,8 +19,9 @@ from labeling.stats.agreement import MIN_PAIR_N, agreement_report, question_spec
 _ABSENT = object()  # a question the answers do not hold
 
 
-def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
-                 questions: Sequence[str]) -> pd.DataFrame:
+def long_answers(
+    rows: Sequence[tuple[str, str, dict[str, Any]]], questions: Sequence[str]
+) -> pd.DataFrame:
     """(work id, annotator, answers) rows, in order, as the agreement report's long table.
 
     Built question by question: the report reads each question's rows in this same order, so
@@ -38,21 +39,32 @@ def long_answers(rows: Sequence[tuple[str, str, dict[str, Any]]],
         cols["question"].append(np.full(int(has.sum()), q, dtype=object))
         # a Series of objects keeps each list as one element (numpy would broadcast them)
         cols["value"].append(pd.Series(values, dtype=object).to_numpy()[has])
-    return pd.DataFrame({k: pd.Series(np.concatenate(v) if v else np.zeros(0, dtype=object),
-                                      dtype=object) for k, v in cols.items()})
+    return pd.DataFrame(
+        {
+            k: pd.Series(np.concatenate(v) if v else np.zeros(0, dtype=object), dtype=object)
+            for k, v in cols.items()
+        }
+    )
 
 
-def answers_long(engine: Engine, campaign_id: int | None,
-                 questions: Sequence[str]) -> pd.DataFrame:
+def answers_long(engine: Engine, campaign_id: int | None, questions: Sequence[str]) -> pd.DataFrame:
     """Each annotator's current answers (skips left out) as long_answers, ordered by campaign,
     work and annotator (multi-label values as lists)."""
     newer = aliased(Label)
     query = (
         select(Label.campaign_id, Label.work_id, User.name, Label.answers)
         .join(User, User.id == Label.user_id)
-        .where(Label.skipped.is_(False), ~exists(select(literal_column("1")).where(
-            newer.campaign_id == Label.campaign_id, newer.work_id == Label.work_id,
-            newer.user_id == Label.user_id, newer.version > Label.version)))
+        .where(
+            Label.skipped.is_(False),
+            ~exists(
+                select(literal_column("1")).where(
+                    newer.campaign_id == Label.campaign_id,
+                    newer.work_id == Label.work_id,
+                    newer.user_id == Label.user_id,
+                    newer.version > Label.version,
+                )
+            ),
+        )
     )
     if campaign_id is not None:
         query = query.where(Label.campaign_id == campaign_id)
@@ -93,7 +105,8 @@ def agreement_for(
         if info.questions:
             questions = [q for q in questions if q.name in info.questions]
     report = agreement_report(
-        answers_long(engine, campaign_id, [q.name for q in questions]) if labels is None
+        answers_long(engine, campaign_id, [q.name for q in questions])
+        if labels is None
         else labels,
         question_specs(questions),
         n_boot=n_boot,

@@ -45,8 +45,9 @@ def _campaign(engine: Engine, campaign: str | int | CampaignInfo) -> CampaignInf
     return campaign if isinstance(campaign, CampaignInfo) else get_campaign(engine, campaign)
 
 
-def encoded_records(engine: Engine, schema: Schema, ids: Sequence[str],
-                    hashes: Sequence[str]) -> np.ndarray:
+def encoded_records(
+    engine: Engine, schema: Schema, ids: Sequence[str], hashes: Sequence[str]
+) -> np.ndarray:
     """The works' records encoded under the schema (machine_arrays), read only when new.
 
     Records change only on re-import, which changes their hash: the per-process memo keyed on
@@ -57,8 +58,9 @@ def encoded_records(engine: Engine, schema: Schema, ids: Sequence[str],
     with read_session(engine) as session:
         for i in range(0, len(missing), _CHUNK):
             chunk = missing[i : i + _CHUNK]
-            records.update(session.execute(
-                select(Work.id, Work.record).where(Work.id.in_(chunk))).all())
+            records.update(
+                session.execute(select(Work.id, Work.record).where(Work.id.in_(chunk))).all()
+            )
     return MEMO.matrix(schema, list(hashes), [records.get(w) for w in ids])
 
 
@@ -83,11 +85,15 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
         schema: the schema the records are encoded under.
         campaign_id: the campaign whose queue holds the works; None = every validated work.
     """
-    query = (select(Work.id, Work.record_hash, Work.final_answers)
-             .where(Work.status == STATUS_VALIDATED).order_by(Work.id))
+    query = (
+        select(Work.id, Work.record_hash, Work.final_answers)
+        .where(Work.status == STATUS_VALIDATED)
+        .order_by(Work.id)
+    )
     if campaign_id is not None:
         query = query.join(CampaignItem, CampaignItem.work_id == Work.id).where(
-            CampaignItem.campaign_id == campaign_id)
+            CampaignItem.campaign_id == campaign_id
+        )
     with read_session(engine) as session:
         rows = session.execute(query).all()
     matrix = encoded_records(engine, schema, [r[0] for r in rows], [r[1] for r in rows])
@@ -95,8 +101,11 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
 
 
 def machine_report(
-    engine: Engine, schema: Schema, campaign: str | int | CampaignInfo | None = None,
-    *, validated: Validated | None = None,
+    engine: Engine,
+    schema: Schema,
+    campaign: str | int | CampaignInfo | None = None,
+    *,
+    validated: Validated | None = None,
 ) -> dict[str, Any]:
     """Every machine call and score against the validated human answers.
 
@@ -120,18 +129,21 @@ def _population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int]]:
     design = info.sample or {}
     if design.get("strata"):
         rows = design["strata"]
-        return ({r["stratum"]: int(r["N_h"]) for r in rows},
-                {r["stratum"]: int(r["n_h"]) for r in rows})
+        return (
+            {r["stratum"]: int(r["N_h"]) for r in rows},
+            {r["stratum"]: int(r["n_h"]) for r in rows},
+        )
     return {ALL: int(design.get("N", 0))}, {ALL: int(design.get("n", 0))}
 
 
 def _sample(engine: Engine, campaign_id: int) -> list[Any]:
     """The drawn items (work id, stratum) in queue order (gold and added items have no
     inclusion probability)."""
-    query = (select(CampaignItem.work_id, CampaignItem.stratum)
-             .where(CampaignItem.campaign_id == campaign_id,
-                    CampaignItem.inclusion_prob.is_not(None))
-             .order_by(CampaignItem.position))
+    query = (
+        select(CampaignItem.work_id, CampaignItem.stratum)
+        .where(CampaignItem.campaign_id == campaign_id, CampaignItem.inclusion_prob.is_not(None))
+        .order_by(CampaignItem.position)
+    )
     with read_session(engine) as session:
         return list(session.execute(query))
 
@@ -147,8 +159,7 @@ def _question_estimates(
     strata = np.array([s for s, _ in units], dtype=object)
     groups = design_groups(strata, list(population))
     names = systems(question, schema.teachers)
-    arrays = encode(question, [h for _, h in units], matrix, layout(schema), names,
-                    schema.teachers)
+    arrays = encode(question, [h for _, h in units], matrix, layout(schema), names, schema.teachers)
     out: dict[str, Any] = {"n": len(units), "labels": {}}
     for j, lab in enumerate(arrays.labels):
         y = arrays.human[:, j].astype(int)
@@ -159,15 +170,21 @@ def _question_estimates(
             keep = np.flatnonzero(sa.present)
             r = sa.calls[keep, j].astype(int)
             pr = precision_recall(y[keep], r, strata[keep], population, groups=groups[keep])
-            entry["systems"][name] = {"source": source, "n": len(keep),
-                                      **{k: v.as_dict() for k, v in pr.items()}}
+            entry["systems"][name] = {
+                "source": source,
+                "n": len(keep),
+                **{k: v.as_dict() for k, v in pr.items()},
+            }
         out["labels"][lab] = entry
     return out
 
 
 def frame_estimates(
-    engine: Engine, schema: Schema, campaign: str | int | CampaignInfo,
-    *, validated: Validated | None = None,
+    engine: Engine,
+    schema: Schema,
+    campaign: str | int | CampaignInfo,
+    *,
+    validated: Validated | None = None,
 ) -> dict[str, Any]:
     """Design-based prevalence of every label in the frame, and each system's precision/recall.
 
@@ -179,8 +196,11 @@ def frame_estimates(
         validated: validated_works of the same campaign, when already read.
     """
     info = _campaign(engine, campaign)
-    head: dict[str, Any] = {"campaign": info.name, "campaign_id": info.id,
-                            "strategy": info.strategy}
+    head: dict[str, Any] = {
+        "campaign": info.name,
+        "campaign_id": info.id,
+        "strategy": info.strategy,
+    }
     verdict = estimability(info.is_probability_sample, info.strategy)
     if not verdict.estimable:
         return {**head, "estimable": False, "reason": verdict.reason, "questions": {}}
@@ -205,8 +225,14 @@ def frame_estimates(
         units = [(strata[i], humans[i]) for i in rows_of]
         questions[q.name] = _question_estimates(q, units, matrix[rows_of], schema, population)
     return {
-        **head, "estimable": True, "reason": None, "design": info.sample,
-        "population": sum(population.values()), "n_sampled": len(rows),
-        "n_validated": len(validated), "strata": list(per_stratum.values()),
-        "assumption": MISSING_AT_RANDOM, "questions": questions,
+        **head,
+        "estimable": True,
+        "reason": None,
+        "design": info.sample,
+        "population": sum(population.values()),
+        "n_sampled": len(rows),
+        "n_validated": len(validated),
+        "strata": list(per_stratum.values()),
+        "assumption": MISSING_AT_RANDOM,
+        "questions": questions,
     }

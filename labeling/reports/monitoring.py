@@ -21,8 +21,21 @@ from labeling.stats.estimates import wilson
 from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
 
 ALL_ANNOTATORS = "all annotators"
-LABEL_COLUMNS = ["label_id", "work_id", "user_id", "annotator", "version", "answers", "skipped",
-                 "skip_reason", "flagged", "note", "time_on_item_ms", "created_at", "gold_item"]
+LABEL_COLUMNS = [
+    "label_id",
+    "work_id",
+    "user_id",
+    "annotator",
+    "version",
+    "answers",
+    "skipped",
+    "skip_reason",
+    "flagged",
+    "note",
+    "time_on_item_ms",
+    "created_at",
+    "gold_item",
+]
 EVENT_COLUMNS = ["work_id", "from_status", "to_status", "created_at"]
 PROGRESS_COLUMNS = ["period", "labelled", "skipped", "validated", "disputed"]
 MATCH_COLUMNS = ["annotator", "work_id", "question", "created_at", "gold_item", "match"]
@@ -68,17 +81,26 @@ def progress_table(labels: pd.DataFrame, events: pd.DataFrame, freq: str = "D") 
         kind = first["skipped"].map({True: "skipped", False: "labelled"})
         parts.append(pd.DataFrame({"period": _periods(first["created_at"], freq), "kind": kind}))
     if not events.empty:
-        ev = events[(events["to_status"] != events["from_status"])
-                    & events["to_status"].isin([STATUS_VALIDATED, STATUS_DISPUTED])]
+        ev = events[
+            (events["to_status"] != events["from_status"])
+            & events["to_status"].isin([STATUS_VALIDATED, STATUS_DISPUTED])
+        ]
         kind = ev["to_status"].map({STATUS_VALIDATED: "validated", STATUS_DISPUTED: "disputed"})
         parts.append(pd.DataFrame({"period": _periods(ev["created_at"], freq), "kind": kind}))
     parts = [p for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=PROGRESS_COLUMNS + [f"{c}_total" for c in PROGRESS_COLUMNS[1:]])
     both = pd.concat(parts, ignore_index=True)
-    table = (both.groupby(["period", "kind"]).size().unstack("kind")
-             .reindex(columns=PROGRESS_COLUMNS[1:]).fillna(0).astype(int)
-             .sort_index().reset_index())
+    table = (
+        both.groupby(["period", "kind"])
+        .size()
+        .unstack("kind")
+        .reindex(columns=PROGRESS_COLUMNS[1:])
+        .fillna(0)
+        .astype(int)
+        .sort_index()
+        .reset_index()
+    )
     table.columns.name = None
     for col in PROGRESS_COLUMNS[1:]:
         table[f"{col}_total"] = table[col].cumsum()
@@ -96,7 +118,8 @@ def progress_long(table: pd.DataFrame, cumulative: bool = True) -> pd.DataFrame:
 
 
 def answer_matches(
-    labels: pd.DataFrame, finals: Mapping[str, Mapping[str, Any]],
+    labels: pd.DataFrame,
+    finals: Mapping[str, Mapping[str, Any]],
     questions: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per (current label, question) on a validated work: does it equal the final answer.
@@ -118,8 +141,9 @@ def answer_matches(
             given = (r.answers or {}).get(q)
             if given is None:
                 continue
-            rows.append((r.annotator, r.work_id, q, r.created_at, bool(r.gold_item),
-                         _same(given, truth)))
+            rows.append(
+                (r.annotator, r.work_id, q, r.created_at, bool(r.gold_item), _same(given, truth))
+            )
     return pd.DataFrame(rows, columns=MATCH_COLUMNS).astype({"gold_item": bool, "match": bool})
 
 
@@ -141,15 +165,22 @@ def agreement_by(matches: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     cols = [*by, "share", "lo", "hi", "n"]
     if matches.empty:
         return pd.DataFrame(columns=cols)
-    rows = [{**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
-             **share(group["match"])}
-            for key, group in matches.groupby(list(by), sort=True)]
+    rows = [
+        {
+            **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+            **share(group["match"]),
+        }
+        for key, group in matches.groupby(list(by), sort=True)
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
 def annotator_table(
-    labels: pd.DataFrame, finals: Mapping[str, Mapping[str, Any]],
-    questions: Sequence[str] | None = None, *, matches: pd.DataFrame | None = None,
+    labels: pd.DataFrame,
+    finals: Mapping[str, Mapping[str, Any]],
+    questions: Sequence[str] | None = None,
+    *,
+    matches: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per annotator: volume, time, throughput, agreement with the validated answer, gold accuracy.
 
@@ -166,9 +197,25 @@ def annotator_table(
         active hour), agree/agree_lo/agree_hi/agree_n (answers equal to the validated one on
         non-gold works; n counts question answers), gold/gold_lo/gold_hi/gold_n, gold_works.
     """
-    cols = ["annotator", "labels", "skips", "flags", "median_seconds", "time_n", "active_hours",
-            "per_hour", "agree", "agree_lo", "agree_hi", "agree_n", "gold", "gold_lo", "gold_hi",
-            "gold_n", "gold_works"]
+    cols = [
+        "annotator",
+        "labels",
+        "skips",
+        "flags",
+        "median_seconds",
+        "time_n",
+        "active_hours",
+        "per_hour",
+        "agree",
+        "agree_lo",
+        "agree_hi",
+        "agree_n",
+        "gold",
+        "gold_lo",
+        "gold_hi",
+        "gold_n",
+        "gold_works",
+    ]
     if labels.empty:
         return pd.DataFrame(columns=cols)
     current = latest_only(labels)
@@ -187,17 +234,27 @@ def annotator_table(
         plain = share(m.loc[~m["gold_item"], "match"])
         gold_rows = m[m["gold_item"]]
         gold = share(gold_rows["match"])
-        rows.append({
-            "annotator": who, "labels": int((~mine["skipped"]).sum()),
-            "skips": int(mine["skipped"].sum()), "flags": int(mine["flagged"].sum()),
-            "median_seconds": float(times.median()) / 1000 if len(times) else None,
-            "time_n": int(len(times)), "active_hours": active,
-            "per_hour": len(mine) / active if active else None,
-            "agree": plain["share"], "agree_lo": plain["lo"], "agree_hi": plain["hi"],
-            "agree_n": plain["n"], "gold": gold["share"], "gold_lo": gold["lo"],
-            "gold_hi": gold["hi"], "gold_n": gold["n"],
-            "gold_works": int(gold_rows["work_id"].nunique()),
-        })
+        rows.append(
+            {
+                "annotator": who,
+                "labels": int((~mine["skipped"]).sum()),
+                "skips": int(mine["skipped"].sum()),
+                "flags": int(mine["flagged"].sum()),
+                "median_seconds": float(times.median()) / 1000 if len(times) else None,
+                "time_n": int(len(times)),
+                "active_hours": active,
+                "per_hour": len(mine) / active if active else None,
+                "agree": plain["share"],
+                "agree_lo": plain["lo"],
+                "agree_hi": plain["hi"],
+                "agree_n": plain["n"],
+                "gold": gold["share"],
+                "gold_lo": gold["lo"],
+                "gold_hi": gold["hi"],
+                "gold_n": gold["n"],
+                "gold_works": int(gold_rows["work_id"].nunique()),
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -220,8 +277,9 @@ def reasons_table(labels: pd.DataFrame) -> pd.DataFrame:
     out["n"] = out["n"].astype(int)
     out["of"] = total
     out["share"] = out["n"] / total
-    return out.sort_values(["kind", "n", "reason"], ascending=[False, False, True],
-                           ignore_index=True)
+    return out.sort_values(
+        ["kind", "n", "reason"], ascending=[False, False, True], ignore_index=True
+    )
 
 
 def drift_table(matches: pd.DataFrame, freq: str = "W") -> pd.DataFrame:
@@ -257,12 +315,27 @@ def load_labels(engine: Engine, campaign_id: int) -> pd.DataFrame:
         campaign_id: the campaign.
     """
     query = (
-        select(Label.id, Label.work_id, Label.user_id, User.name, Label.version, Label.answers,
-               Label.skipped, Label.skip_reason, Label.flagged, Label.note,
-               Label.time_on_item_ms, Label.created_at, CampaignItem.is_gold)
+        select(
+            Label.id,
+            Label.work_id,
+            Label.user_id,
+            User.name,
+            Label.version,
+            Label.answers,
+            Label.skipped,
+            Label.skip_reason,
+            Label.flagged,
+            Label.note,
+            Label.time_on_item_ms,
+            Label.created_at,
+            CampaignItem.is_gold,
+        )
         .join(User, User.id == Label.user_id)
-        .outerjoin(CampaignItem, (CampaignItem.campaign_id == Label.campaign_id)
-                   & (CampaignItem.work_id == Label.work_id))
+        .outerjoin(
+            CampaignItem,
+            (CampaignItem.campaign_id == Label.campaign_id)
+            & (CampaignItem.work_id == Label.work_id),
+        )
         .where(Label.campaign_id == campaign_id)
         .order_by(Label.id)
     )
@@ -281,9 +354,16 @@ def load_events(engine: Engine, campaign_id: int) -> pd.DataFrame:
         engine: the database.
         campaign_id: the campaign.
     """
-    query = (select(StatusEvent.work_id, StatusEvent.from_status, StatusEvent.to_status,
-                    StatusEvent.created_at)
-             .where(StatusEvent.campaign_id == campaign_id).order_by(StatusEvent.id))
+    query = (
+        select(
+            StatusEvent.work_id,
+            StatusEvent.from_status,
+            StatusEvent.to_status,
+            StatusEvent.created_at,
+        )
+        .where(StatusEvent.campaign_id == campaign_id)
+        .order_by(StatusEvent.id)
+    )
     with read_session(engine) as session:
         return pd.DataFrame(session.execute(query).all(), columns=EVENT_COLUMNS)
 
@@ -295,9 +375,11 @@ def load_finals(engine: Engine, campaign_id: int) -> dict[str, dict[str, Any]]:
         engine: the database.
         campaign_id: the campaign.
     """
-    query = (select(Work.id, Work.final_answers)
-             .join(CampaignItem, CampaignItem.work_id == Work.id)
-             .where(CampaignItem.campaign_id == campaign_id, Work.status == STATUS_VALIDATED))
+    query = (
+        select(Work.id, Work.final_answers)
+        .join(CampaignItem, CampaignItem.work_id == Work.id)
+        .where(CampaignItem.campaign_id == campaign_id, Work.status == STATUS_VALIDATED)
+    )
     with read_session(engine) as session:
         return {wid: dict(fa) for wid, fa in session.execute(query) if fa}
 

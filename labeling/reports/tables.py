@@ -19,15 +19,36 @@ def agreement_table(report: Mapping[str, Any]) -> pd.DataFrame:
         for label, e in [("", entry), *(entry.get("labels") or {}).items()]:
             a_ci = e.get("alpha_ci") or [None, None]
             k_ci = e.get("kappa_ci") or [None, None]
-            rows.append({
-                "question": q, "label": label, "alpha": e.get("krippendorff_alpha"),
-                "alpha_lo": a_ci[0], "alpha_hi": a_ci[1], "fleiss_kappa": e.get("fleiss_kappa"),
-                "kappa_lo": k_ci[0], "kappa_hi": k_ci[1], "gwet_ac1": e.get("gwet_ac1"),
-                "percent_agreement": e.get("percent_agreement"),
-                "n_works": e.get("n_works"), "n_labels": e.get("n_labels"),
-            })
-    cols = ["question", "label", "alpha", "alpha_lo", "alpha_hi", "fleiss_kappa", "kappa_lo",
-            "kappa_hi", "gwet_ac1", "percent_agreement", "n_works", "n_labels"]
+            rows.append(
+                {
+                    "question": q,
+                    "label": label,
+                    "alpha": e.get("krippendorff_alpha"),
+                    "alpha_lo": a_ci[0],
+                    "alpha_hi": a_ci[1],
+                    "fleiss_kappa": e.get("fleiss_kappa"),
+                    "kappa_lo": k_ci[0],
+                    "kappa_hi": k_ci[1],
+                    "gwet_ac1": e.get("gwet_ac1"),
+                    "percent_agreement": e.get("percent_agreement"),
+                    "n_works": e.get("n_works"),
+                    "n_labels": e.get("n_labels"),
+                }
+            )
+    cols = [
+        "question",
+        "label",
+        "alpha",
+        "alpha_lo",
+        "alpha_hi",
+        "fleiss_kappa",
+        "kappa_lo",
+        "kappa_hi",
+        "gwet_ac1",
+        "percent_agreement",
+        "n_works",
+        "n_labels",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -39,8 +60,9 @@ def pairs_table(report: Mapping[str, Any], question: str | None = None) -> pd.Da
         question: one question; None averages a pair's kappas over questions, weighted by n.
     """
     cols = ["a", "b", "kappa", "n"]
-    pairs = pd.DataFrame(report.get("pairs") or [], columns=["a", "b", "question", "n",
-                                                             "cohen_kappa"])
+    pairs = pd.DataFrame(
+        report.get("pairs") or [], columns=["a", "b", "question", "n", "cohen_kappa"]
+    )
     if question is not None:
         pairs = pairs[pairs["question"] == question]
     pairs = pairs.dropna(subset=["cohen_kappa"])
@@ -64,16 +86,40 @@ def machine_table(report: Mapping[str, Any]) -> pd.DataFrame:
         for system, s in (entry.get("systems") or {}).items():
             for label, m in (s.get("labels") or {}).items():
                 p, r = m.get("precision") or {}, m.get("recall") or {}
-                rows.append({
-                    "question": q, "system": system, "label": label, "n": m.get("n"),
-                    "precision": p.get("estimate"), "precision_lo": p.get("lo"),
-                    "precision_hi": p.get("hi"), "precision_n": p.get("n"),
-                    "recall": r.get("estimate"), "recall_lo": r.get("lo"),
-                    "recall_hi": r.get("hi"), "recall_n": r.get("n"),
-                    "f1": m.get("f1"), "f1_n": m.get("f1_n"),
-                })
-    cols = ["question", "system", "label", "n", "precision", "precision_lo", "precision_hi",
-            "precision_n", "recall", "recall_lo", "recall_hi", "recall_n", "f1", "f1_n"]
+                rows.append(
+                    {
+                        "question": q,
+                        "system": system,
+                        "label": label,
+                        "n": m.get("n"),
+                        "precision": p.get("estimate"),
+                        "precision_lo": p.get("lo"),
+                        "precision_hi": p.get("hi"),
+                        "precision_n": p.get("n"),
+                        "recall": r.get("estimate"),
+                        "recall_lo": r.get("lo"),
+                        "recall_hi": r.get("hi"),
+                        "recall_n": r.get("n"),
+                        "f1": m.get("f1"),
+                        "f1_n": m.get("f1_n"),
+                    }
+                )
+    cols = [
+        "question",
+        "system",
+        "label",
+        "n",
+        "precision",
+        "precision_lo",
+        "precision_hi",
+        "precision_n",
+        "recall",
+        "recall_lo",
+        "recall_hi",
+        "recall_n",
+        "f1",
+        "f1_n",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -88,9 +134,16 @@ def brier_table(report: Mapping[str, Any]) -> pd.DataFrame:
         for teacher, cal in (entry.get("calibration") or {}).items():
             items = [("(all labels)", cal.get("pooled") or {}), *(cal.get("labels") or {}).items()]
             for label, rel in items:
-                rows.append({"question": q, "teacher": teacher, "label": label,
-                             "brier": rel.get("brier"), "n": rel.get("n"),
-                             "positives": rel.get("positives")})
+                rows.append(
+                    {
+                        "question": q,
+                        "teacher": teacher,
+                        "label": label,
+                        "brier": rel.get("brier"),
+                        "n": rel.get("n"),
+                        "positives": rel.get("positives"),
+                    }
+                )
     return pd.DataFrame(rows, columns=["question", "teacher", "label", "brier", "n", "positives"])
 
 
@@ -136,12 +189,20 @@ def estimate_table(estimates: Mapping[str, Any]) -> pd.DataFrame:
     for q, entry in (estimates.get("questions") or {}).items():
         for label, e in (entry.get("labels") or {}).items():
             o = e.get("overall") or {}
-            rows.append({"question": q, "label": label, "prevalence": o.get("estimate"),
-                         "lo": o.get("lo"), "hi": o.get("hi"), "n": o.get("n"),
-                         "method": o.get("method")})
-    return pd.DataFrame(rows, columns=["question", "label", "prevalence", "lo", "hi", "n",
-                                       "method"])
-
+            rows.append(
+                {
+                    "question": q,
+                    "label": label,
+                    "prevalence": o.get("estimate"),
+                    "lo": o.get("lo"),
+                    "hi": o.get("hi"),
+                    "n": o.get("n"),
+                    "method": o.get("method"),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["question", "label", "prevalence", "lo", "hi", "n", "method"]
+    )
 
 
 def fmt_ci(estimate: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:

@@ -71,10 +71,14 @@ def side_by_side(view: disputes.DisputeView, questions: Sequence[Question]) -> l
     differ = set(disputes.disagreeing(view.answers, names))
     majority = majority_prefill(view.answers.values(), questions)
     return [
-        {"question": q.name, "disagree": q.name in differ,
-         "answers": [disputes.fmt_answer(view.answers[who].get(q.name)) for who in view.answers],
-         "majority": NO_MAJORITY if majority[q.name] is None
-         else disputes.fmt_answer(majority[q.name])}
+        {
+            "question": q.name,
+            "disagree": q.name in differ,
+            "answers": [disputes.fmt_answer(view.answers[who].get(q.name)) for who in view.answers],
+            "majority": NO_MAJORITY
+            if majority[q.name] is None
+            else disputes.fmt_answer(majority[q.name]),
+        }
         for q in questions
     ]
 
@@ -106,13 +110,17 @@ def _text(payload: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _adjudicate(engine: Engine, screen: DisputeScreen, payload: Mapping[str, Any],
-                schema: Schema) -> bool:
+def _adjudicate(
+    engine: Engine, screen: DisputeScreen, payload: Mapping[str, Any], schema: Schema
+) -> bool:
     view = screen.view
     work_id = _text(payload, "work_id")
     if view is None or work_id != view.work_id:
-        screen.message = ("warning", f"{work_id} is no longer the dispute shown (settled or "
-                          "reopened meanwhile): nothing was recorded.")
+        screen.message = (
+            "warning",
+            f"{work_id} is no longer the dispute shown (settled or "
+            "reopened meanwhile): nothing was recorded.",
+        )
         return False
     raw = payload.get("answers")
     if not isinstance(raw, Mapping):
@@ -120,8 +128,11 @@ def _adjudicate(engine: Engine, screen: DisputeScreen, payload: Mapping[str, Any
     questions = _questions(screen, view, schema)
     open_ = [q.name for q in questions if raw.get(q.name) is None]
     if open_:
-        screen.message = ("error", f"{NO_MAJORITY.capitalize()} on {', '.join(open_)}: choose "
-                          "an answer first. Nothing was recorded.")
+        screen.message = (
+            "error",
+            f"{NO_MAJORITY.capitalize()} on {', '.join(open_)}: choose "
+            "an answer first. Nothing was recorded.",
+        )
         return False
     reason = _text(payload, "reason").strip()
     if not reason:
@@ -129,8 +140,9 @@ def _adjudicate(engine: Engine, screen: DisputeScreen, payload: Mapping[str, Any
         return False
     answers = {q.name: raw[q.name] for q in questions}
     try:
-        adjudicate(engine, view.work_id, answers, reason, screen.user_id, view.campaign_id,
-                   schema=schema)
+        adjudicate(
+            engine, view.work_id, answers, reason, screen.user_id, view.campaign_id, schema=schema
+        )
     except (AnswerError, ValidationError) as exc:
         screen.message = ("error", f"Not adjudicated: {exc}")
         return False

@@ -54,13 +54,24 @@ class CampaignInfo:
 def _info(c: Campaign, n_items: int = 0, n_done: int = 0) -> CampaignInfo:
     """The detached view of a Campaign row with its counts."""
     return CampaignInfo(
-        id=c.id, name=c.name, description=c.description, strategy=c.strategy,
-        filter=c.filter, sample=c.sample, is_probability_sample=c.is_probability_sample,
-        overlap=c.overlap, blind=c.blind,
+        id=c.id,
+        name=c.name,
+        description=c.description,
+        strategy=c.strategy,
+        filter=c.filter,
+        sample=c.sample,
+        is_probability_sample=c.is_probability_sample,
+        overlap=c.overlap,
+        blind=c.blind,
         questions=tuple(c.questions) if c.questions else None,
-        lease_seconds=c.lease_seconds, rule=c.rule, gold_rate=c.gold_rate, active=c.active,
-        created_by=c.created_by, created_at=c.created_at,
-        n_items=int(n_items or 0), n_done=int(n_done or 0),
+        lease_seconds=c.lease_seconds,
+        rule=c.rule,
+        gold_rate=c.gold_rate,
+        active=c.active,
+        created_by=c.created_by,
+        created_at=c.created_at,
+        n_items=int(n_items or 0),
+        n_done=int(n_done or 0),
     )
 
 
@@ -80,19 +91,31 @@ def _materialise_order(
     """INSERT ... SELECT the filtered works in score order (ROW_NUMBER for positions)."""
     column = getattr(Work, strategy)
     rank = func.row_number().over(order_by=(column.desc().nulls_last(), Work.id))
-    ranked = select(Work.id.label("work_id"), rank.label("position")).where(
-        *filter_clauses(filter)
-    )
+    ranked = select(Work.id.label("work_id"), rank.label("position")).where(*filter_clauses(filter))
     if n is not None:
         sub = ranked.subquery()
         ranked = select(sub.c.work_id, sub.c.position).where(sub.c.position <= n)
     sub = ranked.subquery()
     source = select(
-        literal(campaign_id), sub.c.work_id, sub.c.position, null(), null(),
-        literal(0), false(), false(),
+        literal(campaign_id),
+        sub.c.work_id,
+        sub.c.position,
+        null(),
+        null(),
+        literal(0),
+        false(),
+        false(),
     )
-    cols = ["campaign_id", "work_id", "position", "stratum", "inclusion_prob",
-            "n_labels", "done", "is_gold"]
+    cols = [
+        "campaign_id",
+        "work_id",
+        "position",
+        "stratum",
+        "inclusion_prob",
+        "n_labels",
+        "done",
+        "is_gold",
+    ]
     session.execute(insert(CampaignItem).from_select(cols, source))
 
 
@@ -194,11 +217,19 @@ def create_campaign(
             # JSON columns are only set when there is a value: None would be stored as 'null'.
             optional = {"filter": clean or None, "questions": questions}
             row = Campaign(
-                name=name, description=description, strategy=strategy,
-                is_probability_sample=strategy in SAMPLE_STRATEGIES, overlap=overlap,
-                blind=blind, lease_seconds=int(lease_seconds), rule=rule,
-                gold_rate=float(gold_rate), active=True, created_by=created_by,
-                created_at=utcnow(), **{k: v for k, v in optional.items() if v is not None},
+                name=name,
+                description=description,
+                strategy=strategy,
+                is_probability_sample=strategy in SAMPLE_STRATEGIES,
+                overlap=overlap,
+                blind=blind,
+                lease_seconds=int(lease_seconds),
+                rule=rule,
+                gold_rate=float(gold_rate),
+                active=True,
+                created_by=created_by,
+                created_at=utcnow(),
+                **{k: v for k, v in optional.items() if v is not None},
             )
             session.add(row)
             session.flush()
@@ -206,8 +237,12 @@ def create_campaign(
                 _materialise_order(session, row.id, clean, strategy, sample_size)
             elif strategy in SAMPLE_STRATEGIES:
                 items, design = draw_sample(
-                    *_population(session, clean), strategy, sample_size, allocation,
-                    edges or [], seed,
+                    *_population(session, clean),
+                    strategy,
+                    sample_size,
+                    allocation,
+                    edges or [],
+                    seed,
                 )
                 row.sample = design
                 for i in range(0, len(items), _CHUNK):
@@ -310,12 +345,14 @@ def add_items(
     wanted = list(dict.fromkeys(work_ids))
     present: set[str] = set()
     for i in range(0, len(wanted), 500):
-        present |= set(session.execute(
-            select(CampaignItem.work_id).where(
-                CampaignItem.campaign_id == campaign_id,
-                CampaignItem.work_id.in_(wanted[i : i + 500]),
-            )
-        ).scalars())
+        present |= set(
+            session.execute(
+                select(CampaignItem.work_id).where(
+                    CampaignItem.campaign_id == campaign_id,
+                    CampaignItem.work_id.in_(wanted[i : i + 500]),
+                )
+            ).scalars()
+        )
     new = [w for w in wanted if w not in present]
     if not new:
         return 0
@@ -324,11 +361,20 @@ def add_items(
             CampaignItem.campaign_id == campaign_id
         )
     ).scalar_one()
-    session.execute(insert(CampaignItem), [
-        {"campaign_id": campaign_id, "work_id": w, "position": top + i + 1, "n_labels": 0,
-         "done": False, "is_gold": is_gold}
-        for i, w in enumerate(new)
-    ])
+    session.execute(
+        insert(CampaignItem),
+        [
+            {
+                "campaign_id": campaign_id,
+                "work_id": w,
+                "position": top + i + 1,
+                "n_labels": 0,
+                "done": False,
+                "is_gold": is_gold,
+            }
+            for i, w in enumerate(new)
+        ],
+    )
     return len(new)
 
 
@@ -355,28 +401,38 @@ def campaign_progress(engine: Engine, campaign_id: int, *, now: datetime | None 
             ).where(CampaignItem.campaign_id == campaign_id)
         ).one()
         in_progress = session.execute(
-            select(func.count()).select_from(Lease).where(
-                Lease.campaign_id == campaign_id, Lease.expires_at > now
-            )
+            select(func.count())
+            .select_from(Lease)
+            .where(Lease.campaign_id == campaign_id, Lease.expires_at > now)
         ).scalar_one()
         # Current skips: skipped versions with no newer version (an index probe each, where
         # grouping every label of the campaign by work and user cost most of this function).
         newer = aliased(Label)
         skips = session.execute(
-            select(func.count()).select_from(Label).where(
-                Label.campaign_id == campaign_id, Label.skipped,
-                ~exists().where(newer.campaign_id == Label.campaign_id,
-                                newer.work_id == Label.work_id,
-                                newer.user_id == Label.user_id,
-                                newer.version > Label.version))
-        ).scalar_one()
-        annotators = session.execute(
-            select(func.count(func.distinct(Label.user_id))).where(
-                Label.campaign_id == campaign_id
+            select(func.count())
+            .select_from(Label)
+            .where(
+                Label.campaign_id == campaign_id,
+                Label.skipped,
+                ~exists().where(
+                    newer.campaign_id == Label.campaign_id,
+                    newer.work_id == Label.work_id,
+                    newer.user_id == Label.user_id,
+                    newer.version > Label.version,
+                ),
             )
         ).scalar_one()
+        annotators = session.execute(
+            select(func.count(func.distinct(Label.user_id))).where(Label.campaign_id == campaign_id)
+        ).scalar_one()
     return {
-        "items": items, "done": done, "remaining": items - done, "labels": int(labels),
-        "skips": skips, "in_progress": in_progress, "annotators": annotators,
-        "gold_items": gold, "fraction_done": (done / items) if items else 0.0,
+        "items": items,
+        "done": done,
+        "remaining": items - done,
+        "labels": int(labels),
+        "skips": skips,
+        "in_progress": in_progress,
+        "annotators": annotators,
+        "gold_items": gold,
+        "fraction_done": (done / items) if items else 0.0,
     }

@@ -89,10 +89,18 @@ class MachineScores:
     def flags(self) -> tuple[str, ...]:
         """The status flags that are set, in words."""
         gate: dict[bool | None, str] = {
-            True: "maturity gate passed", False: "maturity gate not passed"}
-        return tuple(f for f in ("provisional" if self.provisional else None,
-                                 "baseline" if self.baseline else None,
-                                 gate.get(self.maturity_gate_passed)) if f)
+            True: "maturity gate passed",
+            False: "maturity gate not passed",
+        }
+        return tuple(
+            f
+            for f in (
+                "provisional" if self.provisional else None,
+                "baseline" if self.baseline else None,
+                gate.get(self.maturity_gate_passed),
+            )
+            if f
+        )
 
 
 @dataclass(frozen=True)
@@ -236,11 +244,29 @@ def _fmt_set(labels: set[str] | None, order: Sequence[str]) -> str:
     return ", ".join(chosen) if chosen else "none"
 
 
-def _scores(q: Question, teachers: Sequence[str], rows: list[ScoreRow], calls: Sequence[str],
-            cand: str, cons: str, agreement: str, notes: Sequence[str] = ()) -> QuestionScores:
-    return QuestionScores(q.name, q.kind, q.prompt, q.threshold,
-                          tuple(teacher_name(t) for t in teachers), tuple(rows), tuple(calls),
-                          cand, cons, agreement, tuple(notes))
+def _scores(
+    q: Question,
+    teachers: Sequence[str],
+    rows: list[ScoreRow],
+    calls: Sequence[str],
+    cand: str,
+    cons: str,
+    agreement: str,
+    notes: Sequence[str] = (),
+) -> QuestionScores:
+    return QuestionScores(
+        q.name,
+        q.kind,
+        q.prompt,
+        q.threshold,
+        tuple(teacher_name(t) for t in teachers),
+        tuple(rows),
+        tuple(calls),
+        cand,
+        cons,
+        agreement,
+        tuple(notes),
+    )
 
 
 def _multi(q: Question, record: dict[str, Any], teachers: Sequence[str]) -> QuestionScores:
@@ -257,30 +283,56 @@ def _multi(q: Question, record: dict[str, Any], teachers: Sequence[str]) -> Ques
     for i, lab in enumerate(q.labels):
         scores = tuple(vec[i] for vec in vectors)
         called = tuple(bool(s is not None and lab in s) for s in sets)
-        rows.append(ScoreRow(lab, scores, called, (False,) * len(teachers), lab in (cand or ()),
-                             lab in (cons or ()), _row_agreement(called, scores),
-                             q.definition_of(lab)))
-    return _scores(q, teachers, rows, [_fmt_set(s, q.labels) for s in sets],
-                   _fmt_set(cand, q.labels), _fmt_set(cons, q.labels), _agreement(sets))
+        rows.append(
+            ScoreRow(
+                lab,
+                scores,
+                called,
+                (False,) * len(teachers),
+                lab in (cand or ()),
+                lab in (cons or ()),
+                _row_agreement(called, scores),
+                q.definition_of(lab),
+            )
+        )
+    return _scores(
+        q,
+        teachers,
+        rows,
+        [_fmt_set(s, q.labels) for s in sets],
+        _fmt_set(cand, q.labels),
+        _fmt_set(cons, q.labels),
+        _agreement(sets),
+    )
 
 
 def _binary(q: Question, record: dict[str, Any], teachers: Sequence[str]) -> QuestionScores:
-    scores = tuple(_number(get_path(record, q.scores[t])) if t in q.scores else None
-                   for t in teachers)
+    scores = tuple(
+        _number(get_path(record, q.scores[t])) if t in q.scores else None for t in teachers
+    )
     calls: list[bool | None] = []
     for t, v in zip(teachers, scores, strict=True):
         given = _call(record, q, t, _yes_no)
         calls.append(given if given is not None else (None if v is None else v >= q.threshold))
     cand, cons = (_call(record, q, w, _yes_no) for w in ("candidate", "consensus"))
     called = tuple(bool(c) for c in calls)
-    row = ScoreRow("yes", scores, called, (False,) * len(teachers), bool(cand), bool(cons),
-                   _row_agreement(called, scores), q.definition_of("yes"))
+    row = ScoreRow(
+        "yes",
+        scores,
+        called,
+        (False,) * len(teachers),
+        bool(cand),
+        bool(cons),
+        _row_agreement(called, scores),
+        q.definition_of("yes"),
+    )
 
     def word(v: bool | None) -> str:
         return "—" if v is None else ("yes" if v else "no")
 
-    return _scores(q, teachers, [row], [word(c) for c in calls], word(cand), word(cons),
-                   _agreement(calls))
+    return _scores(
+        q, teachers, [row], [word(c) for c in calls], word(cand), word(cons), _agreement(calls)
+    )
 
 
 def _argmax(vec: Sequence[float | None]) -> int | None:
@@ -300,19 +352,37 @@ def _single(q: Question, record: dict[str, Any], teachers: Sequence[str]) -> Que
             continue
         call = _call(record, q, t, _text)
         if call is not None and top is not None and call != q.labels[top]:
-            notes.append(f"{teacher_name(t)}'s call ({call}) is not its highest score "
-                         f"({q.labels[top]} {fmt_score(vec[top])})")
+            notes.append(
+                f"{teacher_name(t)}'s call ({call}) is not its highest score "
+                f"({q.labels[top]} {fmt_score(vec[top])})"
+            )
         calls.append(call)
     cand, cons = (_call(record, q, w, _text) for w in ("candidate", "consensus"))
     rows = []
     for i, lab in enumerate(q.labels):
         called = tuple(c == lab for c in calls)
-        rows.append(ScoreRow(lab, tuple(vec[i] for vec in vectors), called,
-                             tuple(top == i for top in tops), cand == lab, cons == lab,
-                             "both" if all(called) else ("split" if any(called) else ""),
-                             q.definition_of(lab)))
-    return _scores(q, teachers, rows, [c or "no call" for c in calls], cand or "—", cons or "—",
-                   _agreement(calls), notes)
+        rows.append(
+            ScoreRow(
+                lab,
+                tuple(vec[i] for vec in vectors),
+                called,
+                tuple(top == i for top in tops),
+                cand == lab,
+                cons == lab,
+                "both" if all(called) else ("split" if any(called) else ""),
+                q.definition_of(lab),
+            )
+        )
+    return _scores(
+        q,
+        teachers,
+        rows,
+        [c or "no call" for c in calls],
+        cand or "—",
+        cons or "—",
+        _agreement(calls),
+        notes,
+    )
 
 
 def question_scores(q: Question, record: dict[str, Any], teachers: Sequence[str]) -> QuestionScores:
@@ -335,9 +405,13 @@ def _machine(record: dict[str, Any]) -> MachineScores | None:
 
     vs, note = ms.get("validation_status"), ms.get("note")
     return MachineScores(
-        _number(ms.get("score_opus")), _number(ms.get("score_gpt")),
-        _number(ms.get("score_spread")), flag("provisional"), flag("baseline"),
-        flag("maturity_gate_passed"), None if vs is None else str(vs),
+        _number(ms.get("score_opus")),
+        _number(ms.get("score_gpt")),
+        _number(ms.get("score_spread")),
+        flag("provisional"),
+        flag("baseline"),
+        flag("maturity_gate_passed"),
+        None if vs is None else str(vs),
         None if note is None else str(note),
     )
 
@@ -385,4 +459,3 @@ def build_card(
         questions=tuple(question_scores(q, record, schema.teachers) for q in wanted),
         machine=_machine(record),
     )
-

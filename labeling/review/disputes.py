@@ -119,8 +119,9 @@ def dispute_table(view: DisputeView, questions: Sequence[Question]) -> pd.DataFr
         for who in view.answers:
             row[who] = fmt_answer(view.answers[who].get(q.name))
         row["disagree"] = q.name in differ
-        row["majority"] = fmt_answer(majority[q.name]) if majority[q.name] is not None else (
-            "no majority")
+        row["majority"] = (
+            fmt_answer(majority[q.name]) if majority[q.name] is not None else ("no majority")
+        )
         rows.append(row)
     return pd.DataFrame(rows, columns=["question", *view.answers, "disagree", "majority"])
 
@@ -134,10 +135,14 @@ def _latest_labels(campaign_id: int | None, work_ids: Sequence[str]) -> Any:
         latest = latest.where(Label.campaign_id == campaign_id)
     sub = latest.group_by(Label.campaign_id, Label.work_id, Label.user_id).subquery()
     return (
-        select(Label.campaign_id, Label.work_id, User.name, Label.answers, Label.skipped,
-               Label.id)
-        .join(sub, (Label.campaign_id == sub.c.campaign_id) & (Label.work_id == sub.c.work_id)
-              & (Label.user_id == sub.c.user_id) & (Label.version == sub.c.v))
+        select(Label.campaign_id, Label.work_id, User.name, Label.answers, Label.skipped, Label.id)
+        .join(
+            sub,
+            (Label.campaign_id == sub.c.campaign_id)
+            & (Label.work_id == sub.c.work_id)
+            & (Label.user_id == sub.c.user_id)
+            & (Label.version == sub.c.v),
+        )
         .join(User, User.id == Label.user_id)
         .order_by(Label.work_id, Label.id)
     )
@@ -155,7 +160,8 @@ def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeV
     query = select(Work.id, Work.title, Work.record).where(Work.status == STATUS_DISPUTED)
     if campaign is not None:
         query = query.join(CampaignItem, CampaignItem.work_id == Work.id).where(
-            CampaignItem.campaign_id == campaign)
+            CampaignItem.campaign_id == campaign
+        )
     with read_session(engine) as session:
         works = session.execute(query.order_by(Work.id)).all()
         labels: list[Any] = []
@@ -174,13 +180,17 @@ def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeV
         rows = grouped.get(w.id, [])
         if campaign is not None and not rows:
             continue  # queued here too, but disputed on another campaign's labels
-        out.append(DisputeView(
-            work_id=w.id, campaign_id=last_campaign.get(w.id, campaign),
-            title=w.title or "(no title)", record=dict(w.record or {}),
-            annotators=tuple(r.name for r in rows),
-            answers={r.name: dict(r.answers) for r in rows if not r.skipped},
-            skipped=tuple(r.name for r in rows if r.skipped),
-        ))
+        out.append(
+            DisputeView(
+                work_id=w.id,
+                campaign_id=last_campaign.get(w.id, campaign),
+                title=w.title or "(no title)",
+                record=dict(w.record or {}),
+                annotators=tuple(r.name for r in rows),
+                answers={r.name: dict(r.answers) for r in rows if not r.skipped},
+                skipped=tuple(r.name for r in rows if r.skipped),
+            )
+        )
     return out
 
 
@@ -193,14 +203,17 @@ def validated_works(engine: Engine, campaign: int | None = None, limit: int = 20
         limit: at most this many rows.
     """
     query = select(Work.id, Work.title, Work.validated_via, Work.is_gold, Work.updated_at).where(
-        Work.status == STATUS_VALIDATED)
+        Work.status == STATUS_VALIDATED
+    )
     if campaign is not None:
         query = query.join(CampaignItem, CampaignItem.work_id == Work.id).where(
-            CampaignItem.campaign_id == campaign)
+            CampaignItem.campaign_id == campaign
+        )
     with read_session(engine) as session:
         rows = session.execute(query.order_by(Work.updated_at.desc(), Work.id).limit(limit)).all()
-    return pd.DataFrame(rows, columns=["work_id", "title", "validated_via", "is_gold",
-                                       "updated_at"])
+    return pd.DataFrame(
+        rows, columns=["work_id", "title", "validated_via", "is_gold", "updated_at"]
+    )
 
 
 def work_status(engine: Engine, work_id: str) -> str | None:
@@ -231,9 +244,11 @@ def _set_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int, gold: 
         lead = session.get(User, lead_user_id)
         if lead is None or lead.role not in LEAD_ROLES:
             raise ValidationError("only leads can mark or unmark gold works")
-        found = dict(session.execute(
-            select(Work.id, Work.status).where(Work.id.in_([w for w in ids if storable(w)]))
-        ).all())
+        found = dict(
+            session.execute(
+                select(Work.id, Work.status).where(Work.id.in_([w for w in ids if storable(w)]))
+            ).all()
+        )
         unknown = [w for w in ids if w not in found]
         if unknown:
             raise ValidationError(f"unknown work {', '.join(shown(w) for w in unknown)}")
@@ -241,9 +256,11 @@ def _set_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int, gold: 
             open_ = [w for w in ids if found[w] != STATUS_VALIDATED]
             if open_:
                 raise ValidationError(
-                    f"only validated works can become gold; not validated: {', '.join(open_)}")
+                    f"only validated works can become gold; not validated: {', '.join(open_)}"
+                )
         result = session.execute(
-            update(Work).where(Work.id.in_(ids), Work.is_gold != gold)
+            update(Work)
+            .where(Work.id.in_(ids), Work.is_gold != gold)
             .values(is_gold=gold, updated_at=utcnow())
         )
         return int(result.rowcount or 0)

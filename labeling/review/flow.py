@@ -50,9 +50,17 @@ MIN_DWELL = 0.3
 # The keyboard scheme: letters the page's actions use; a question's own key (schema `key`)
 # may not take one of these, nor C or R (Streamlit reserves them).
 ACTION_KEYS = {
-    "submit": "Enter", "flag": "F", "back": "B", "resume": "N", "codebook": "D",
-    "abstract": "A", "prev": "ArrowUp", "next": "ArrowDown",
-    "conf_1": "L", "conf_2": "M", "conf_3": "H",
+    "submit": "Enter",
+    "flag": "F",
+    "back": "B",
+    "resume": "N",
+    "codebook": "D",
+    "abstract": "A",
+    "prev": "ArrowUp",
+    "next": "ArrowDown",
+    "conf_1": "L",
+    "conf_2": "M",
+    "conf_3": "H",
     **{f"skip_{r}": f"Alt+{i}" for i, r in enumerate(SKIP_REASONS, start=1)},
 }
 _TAKEN = {k.upper() for k in ACTION_KEYS.values()} | {"C", "R"}
@@ -202,8 +210,10 @@ def _abstract(
 ) -> AbstractState:
     """The shown work's abstract: cached, else fetched now with a short timeout."""
     quick = settings.model_copy(
-        update={"openalex_timeout": min(settings.openalex_timeout, INTERACTIVE_TIMEOUT),
-                "openalex_retries": 0}
+        update={
+            "openalex_timeout": min(settings.openalex_timeout, INTERACTIVE_TIMEOUT),
+            "openalex_retries": 0,
+        }
     )
     if prefetcher is not None and prefetcher.in_flight(work_id):
         # Wait no longer than a fetch of our own could take; a prefetch still running then is
@@ -223,8 +233,14 @@ def _load_work(engine: Engine, work_id: str) -> dict[str, Any]:
 
 
 def _view(
-    engine: Engine, camp: Campaign, user_id: int, schema: Schema, work_id: str | None,
-    prefetcher: Prefetcher | None, settings: Settings, **extra: Any,
+    engine: Engine,
+    camp: Campaign,
+    user_id: int,
+    schema: Schema,
+    work_id: str | None,
+    prefetcher: Prefetcher | None,
+    settings: Settings,
+    **extra: Any,
 ) -> ItemView:
     questions = tuple(campaign_questions(camp, schema))
     card = abstract = None
@@ -232,16 +248,29 @@ def _view(
         card = build_card(_load_work(engine, work_id), schema, questions)
         abstract = _abstract(engine, work_id, prefetcher, settings)
     return ItemView(
-        campaign_id=camp.id, campaign_name=camp.name, blind=bool(camp.blind), user_id=user_id,
-        questions=questions, progress=my_progress(engine, camp.id, user_id),
-        lease_seconds=camp.lease_seconds, work_id=work_id, card=card, abstract=abstract,
+        campaign_id=camp.id,
+        campaign_name=camp.name,
+        blind=bool(camp.blind),
+        user_id=user_id,
+        questions=questions,
+        progress=my_progress(engine, camp.id, user_id),
+        lease_seconds=camp.lease_seconds,
+        work_id=work_id,
+        card=card,
+        abstract=abstract,
         **extra,
     )
 
 
 def next_item(
-    engine: Engine, campaign_id: int, user_id: int, schema: Schema, *, settings: Settings,
-    prefetcher: Prefetcher | None = None, lookahead: int = LOOKAHEAD,
+    engine: Engine,
+    campaign_id: int,
+    user_id: int,
+    schema: Schema,
+    *,
+    settings: Settings,
+    prefetcher: Prefetcher | None = None,
+    lookahead: int = LOOKAHEAD,
 ) -> ItemView:
     """Claim the user's next work (or the one they hold), load its card and abstract, prefetch.
 
@@ -259,21 +288,48 @@ def next_item(
         with storage_errors("No work could be claimed"):
             claim = claim_next(engine, campaign_id, user_id)
     except QueueError as exc:  # persistent contention: say so, the page offers to retry
-        return _view(engine, camp, user_id, schema, None, None, settings,
-                     notice=f"The queue is busy, no work could be claimed ({exc}). Try again.")
+        return _view(
+            engine,
+            camp,
+            user_id,
+            schema,
+            None,
+            None,
+            settings,
+            notice=f"The queue is busy, no work could be claimed ({exc}). Try again.",
+        )
     except StorageError as exc:  # full disk, read-only database: said, the page offers to retry
-        return _view(engine, camp, user_id, schema, None, None, settings,
-                     notice=f"{exc}. Tell an admin; try again once it is fixed.")
+        return _view(
+            engine,
+            camp,
+            user_id,
+            schema,
+            None,
+            None,
+            settings,
+            notice=f"{exc}. Tell an admin; try again once it is fixed.",
+        )
     if claim is not None and prefetcher is not None and lookahead > 0:
         prefetcher.submit(upcoming(engine, campaign_id, user_id, lookahead))
     return _view(
-        engine, camp, user_id, schema, claim.work_id if claim else None, prefetcher, settings,
+        engine,
+        camp,
+        user_id,
+        schema,
+        claim.work_id if claim else None,
+        prefetcher,
+        settings,
         lease_expires=claim.expires_at if claim else None,
     )
 
 
 def previous_item(
-    engine: Engine, campaign_id: int, user_id: int, schema: Schema, back: int = 1, *,
+    engine: Engine,
+    campaign_id: int,
+    user_id: int,
+    schema: Schema,
+    back: int = 1,
+    *,
     settings: Settings,
 ) -> tuple[ItemView, Draft] | None:
     """The user's back-th most recent label in the campaign, opened for editing, or None.
@@ -291,8 +347,9 @@ def previous_item(
         return None
     label = mine[back - 1]
     camp = _campaign(engine, campaign_id)
-    item = _view(engine, camp, user_id, schema, label.work_id, None, settings, editing=label,
-                 back=back)
+    item = _view(
+        engine, camp, user_id, schema, label.work_id, None, settings, editing=label, back=back
+    )
     return item, Draft.from_label(label, item.questions)
 
 
@@ -330,8 +387,14 @@ def keep_lease(engine: Engine, item: ItemView, user_id: int) -> ItemView:
 
 
 def save(
-    engine: Engine, item: ItemView, draft: Draft, *, user_id: int, schema: Schema,
-    skip_reason: str | None = None, time_on_item_ms: int | None = None,
+    engine: Engine,
+    item: ItemView,
+    draft: Draft,
+    *,
+    user_id: int,
+    schema: Schema,
+    skip_reason: str | None = None,
+    time_on_item_ms: int | None = None,
 ) -> SaveOutcome:
     """Write the draft as a label (or a skip, or a new version when editing) in one call.
 
@@ -355,19 +418,26 @@ def save(
         if missing:
             return SaveOutcome(False, "Answer every question first: " + ", ".join(missing), False)
     if not storable(draft.note):  # PostgreSQL cannot store a NUL: say so, keep the draft
-        return SaveOutcome(False, "Not saved: the note contains a NUL character; remove it.",
-                           False)
+        return SaveOutcome(False, "Not saved: the note contains a NUL character; remove it.", False)
     answers = {k: v for k, v in draft.answers.items() if v is not None}
     writer = edit_label if item.editing is not None else submit_label
     if time_on_item_ms is None:
         time_on_item_ms = int((time.monotonic() - item.shown_at) * 1000)
     submission = LabelSubmission(
-        campaign_id=item.campaign_id, work_id=item.work_id, user_id=user_id, answers=answers,
-        skipped=skipped, skip_reason=skip_reason, flagged=draft.flagged,
-        note=draft.note.strip() or None, confidence=draft.confidence, schema_hash=schema.hash,
+        campaign_id=item.campaign_id,
+        work_id=item.work_id,
+        user_id=user_id,
+        answers=answers,
+        skipped=skipped,
+        skip_reason=skip_reason,
+        flagged=draft.flagged,
+        note=draft.note.strip() or None,
+        confidence=draft.confidence,
+        schema_hash=schema.hash,
         scores_visible=item.scores_visible,
         model_version=item.card.model_version if item.card else None,
-        time_on_item_ms=time_on_item_ms, submission_id=item.submission_id,
+        time_on_item_ms=time_on_item_ms,
+        submission_id=item.submission_id,
     )
     try:
         result = writer(engine, submission, schema=schema)
@@ -376,13 +446,19 @@ def save(
     except LabelError as exc:
         return SaveOutcome(False, f"Not saved: {exc}", False)
     except StorageError as exc:  # rolled back: the answers stay on screen for a later retry
-        return SaveOutcome(False, f"{exc}. Nothing was recorded and your answers are kept here: "
-                           "tell an admin, then submit again once it is fixed.", False)
+        return SaveOutcome(
+            False,
+            f"{exc}. Nothing was recorded and your answers are kept here: "
+            "tell an admin, then submit again once it is fixed.",
+            False,
+        )
     what = "Skipped" if skipped else ("Saved a new version of" if item.editing else "Saved")
     if not result.created:
-        message = (f"{item.work_id} was already saved (from another tab, or a double submit): "
-                   "the label saved first is kept; this submit stored nothing (B opens your "
-                   "labels to check or edit).")
+        message = (
+            f"{item.work_id} was already saved (from another tab, or a double submit): "
+            "the label saved first is kept; this submit stored nothing (B opens your "
+            "labels to check or edit)."
+        )
     else:
         message = f"{what} {item.work_id} (version {result.version})."
     return SaveOutcome(True, message, True, result)

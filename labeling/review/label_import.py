@@ -173,8 +173,10 @@ def _add_row(label: _Label, line: int, qname: str, question: Question, row: Row)
     for name, got in label_fields(row).items():
         before = label.meta.setdefault(name, (got, line))
         if before[0] != got:
-            raise CellError(f"{name} {shown(str(got))[:60]!r} differs from line {before[1]}'s "
-                            f"{shown(str(before[0]))[:60]!r} (rows of one label agree)")
+            raise CellError(
+                f"{name} {shown(str(got))[:60]!r} differs from line {before[1]}'s "
+                f"{shown(str(before[0]))[:60]!r} (rows of one label agree)"
+            )
     before = label.answers.get(qname)
     if before is not None and question.kind == "multi":
         value = normalise_value(question, sorted(set(before) | set(value)))
@@ -183,9 +185,7 @@ def _add_row(label: _Label, line: int, qname: str, question: Question, row: Row)
     label.answers[qname] = value
 
 
-def _read(
-    path: Path, campaigns: _Campaigns, summary: LabelImportSummary
-) -> dict[_Key, _Label]:
+def _read(path: Path, campaigns: _Campaigns, summary: LabelImportSummary) -> dict[_Key, _Label]:
     """Read and group a labels file into labels; lines that fit no label are rejected."""
     labels: dict[_Key, _Label] = {}
     for line, row in open_rows(path):
@@ -206,8 +206,9 @@ def _read(
             _reject(summary, line, wid, who, "work_id, annotator and question are required")
             continue
         if normalize_work_id(wid) != wid:
-            _reject(summary, line, wid, who,
-                    f"work_id {wid!r} is not an OpenAlex work id ({ID_RULE})")
+            _reject(
+                summary, line, wid, who, f"work_id {wid!r} is not an OpenAlex work id ({ID_RULE})"
+            )
             continue
         target = campaigns.forced or source or DEFAULT_IMPORT_CAMPAIGN
         if (why := _campaign_name_problem(target)) is not None:
@@ -220,9 +221,11 @@ def _read(
         questions = campaigns.questions(target)
         try:
             if qname not in questions:
-                raise AnswerError(f"unknown question '{qname}'" if qname not in
-                                  campaigns.schema.names else
-                                  f"question '{qname}' is not asked in campaign '{target}'")
+                raise AnswerError(
+                    f"unknown question '{qname}'"
+                    if qname not in campaigns.schema.names
+                    else f"question '{qname}' is not asked in campaign '{target}'"
+                )
             _add_row(label, line, qname, questions[qname], row)
         except (AnswerError, CellError, ValueError, TypeError) as exc:
             label.bad[line] = str(exc)

@@ -144,13 +144,23 @@ def parse_action(payload: Any, questions: Sequence[Question]) -> Action:
                            or not 0 <= ms <= MAX_TIME_MS):  # fmt: skip
         raise ActionError(f"time_on_item_ms must be 0 to {MAX_TIME_MS} milliseconds")
     draft = flow.Draft(_answers(payload.get("answers"), questions), confidence, flagged, note)
-    return Action(kind, action_id, submission_id=_text(payload, "submission_id"),
-                  work_id=_text(payload, "work_id"), draft=draft, skip_reason=skip,
-                  time_on_item_ms=None if ms is None else int(ms))
+    return Action(
+        kind,
+        action_id,
+        submission_id=_text(payload, "submission_id"),
+        work_id=_text(payload, "work_id"),
+        draft=draft,
+        skip_reason=skip,
+        time_on_item_ms=None if ms is None else int(ms),
+    )
 
 
 def load(
-    engine: Engine, screen: Screen, schema: Schema, *, settings: Settings,
+    engine: Engine,
+    screen: Screen,
+    schema: Schema,
+    *,
+    settings: Settings,
     prefetcher: Prefetcher | None = None,
 ) -> Screen:
     """Make the screen ready to render: an open campaign chosen and its next work claimed.
@@ -175,8 +185,14 @@ def load(
     if screen.item is not None and screen.item.campaign_id != screen.campaign_id:
         _drop_item(engine, screen)
     if screen.item is None:
-        screen.item = flow.next_item(engine, screen.campaign_id, screen.user_id, schema,
-                                     settings=settings, prefetcher=prefetcher)
+        screen.item = flow.next_item(
+            engine,
+            screen.campaign_id,
+            screen.user_id,
+            schema,
+            settings=settings,
+            prefetcher=prefetcher,
+        )
         screen.draft = flow.Draft.fresh(screen.item.questions)
         screen.progress = screen.item.progress
     else:
@@ -193,14 +209,28 @@ def _drop_item(engine: Engine, screen: Screen) -> None:
 
 def _submit(engine: Engine, screen: Screen, action: Action, schema: Schema) -> bool:
     item, _ = screen.shown()
-    if item is None or item.work_id is None or action.work_id != item.work_id \
-            or action.submission_id != item.submission_id:
-        screen.message = ("warning", f"Not saved: that label was for {action.work_id}, which is "
-                          "no longer on screen. Nothing was recorded; check the work shown.")
+    if (
+        item is None
+        or item.work_id is None
+        or action.work_id != item.work_id
+        or action.submission_id != item.submission_id
+    ):
+        screen.message = (
+            "warning",
+            f"Not saved: that label was for {action.work_id}, which is "
+            "no longer on screen. Nothing was recorded; check the work shown.",
+        )
         return False
     assert action.draft is not None
-    out = flow.save(engine, item, action.draft, user_id=screen.user_id, schema=schema,
-                    skip_reason=action.skip_reason, time_on_item_ms=action.time_on_item_ms)
+    out = flow.save(
+        engine,
+        item,
+        action.draft,
+        user_id=screen.user_id,
+        schema=schema,
+        skip_reason=action.skip_reason,
+        time_on_item_ms=action.time_on_item_ms,
+    )
     if not out.advance:  # the answers sent stay on screen with the reason
         action.draft.active = 0
         if screen.edit is not None:
@@ -224,8 +254,9 @@ def _back(engine: Engine, screen: Screen, schema: Schema, settings: Settings) ->
     back = (screen.edit[0].back if screen.edit else 0) + 1
     found = None
     if screen.campaign_id is not None:
-        found = flow.previous_item(engine, screen.campaign_id, screen.user_id, schema, back,
-                                   settings=settings)
+        found = flow.previous_item(
+            engine, screen.campaign_id, screen.user_id, schema, back, settings=settings
+        )
     if found is None:
         screen.message = ("info", "No earlier label of yours in this campaign.")
         return False
@@ -234,7 +265,12 @@ def _back(engine: Engine, screen: Screen, schema: Schema, settings: Settings) ->
 
 
 def apply_action(
-    engine: Engine, screen: Screen, payload: Any, *, schema: Schema, settings: Settings,
+    engine: Engine,
+    screen: Screen,
+    payload: Any,
+    *,
+    schema: Schema,
+    settings: Settings,
     prefetcher: Prefetcher | None = None,
 ) -> Screen:
     """Apply one browser action to the screen, then load what shows next.
@@ -294,8 +330,10 @@ def _retry_abstract(engine: Engine, screen: Screen, settings: Settings) -> bool:
 
 def _switch(engine: Engine, screen: Screen, campaign_id: int | None) -> bool:
     if campaign_id not in {c.id for c in flow.open_campaigns(engine)}:
-        screen.message = ("error", f"Campaign {campaign_id} is not open (closed meanwhile?): "
-                          "pick another one.")
+        screen.message = (
+            "error",
+            f"Campaign {campaign_id} is not open (closed meanwhile?): pick another one.",
+        )
         screen.campaigns = []
         return False
     _drop_item(engine, screen)

@@ -120,10 +120,19 @@ class LabelView:
 def _view(row: Label) -> LabelView:
     """The LabelView of a Label row."""
     return LabelView(
-        id=row.id, campaign_id=row.campaign_id, work_id=row.work_id, user_id=row.user_id,
-        version=row.version, answers=dict(row.answers), skipped=row.skipped,
-        skip_reason=row.skip_reason, flagged=row.flagged, note=row.note,
-        confidence=row.confidence, source=row.source, created_at=row.created_at,
+        id=row.id,
+        campaign_id=row.campaign_id,
+        work_id=row.work_id,
+        user_id=row.user_id,
+        version=row.version,
+        answers=dict(row.answers),
+        skipped=row.skipped,
+        skip_reason=row.skip_reason,
+        flagged=row.flagged,
+        note=row.note,
+        confidence=row.confidence,
+        source=row.source,
+        created_at=row.created_at,
     )
 
 
@@ -141,29 +150,39 @@ _LATEST = (
 # Everything a submit checks, in one round trip: the campaign, a label already stored under
 # this submission id, the queue item, the lease holder, the user's latest version.
 _STATE = select(
-    Campaign.id, Campaign.name, Campaign.overlap, Campaign.rule, Campaign.questions,
-    select(Label.id).where(Label.submission_id == bindparam("sid"))
-    .scalar_subquery().label("sid_label"),
-    select(CampaignItem.id).where(CampaignItem.campaign_id == _C, CampaignItem.work_id == _W)
-    .scalar_subquery().label("item_id"),
-    select(Lease.user_id).where(Lease.campaign_id == _C, Lease.work_id == _W)
-    .scalar_subquery().label("holder"),
+    Campaign.id,
+    Campaign.name,
+    Campaign.overlap,
+    Campaign.rule,
+    Campaign.questions,
+    select(Label.id)
+    .where(Label.submission_id == bindparam("sid"))
+    .scalar_subquery()
+    .label("sid_label"),
+    select(CampaignItem.id)
+    .where(CampaignItem.campaign_id == _C, CampaignItem.work_id == _W)
+    .scalar_subquery()
+    .label("item_id"),
+    select(Lease.user_id)
+    .where(Lease.campaign_id == _C, Lease.work_id == _W)
+    .scalar_subquery()
+    .label("holder"),
     _LATEST.with_only_columns(Label.version).scalar_subquery().label("prev_version"),
     _LATEST.with_only_columns(Label.skipped).scalar_subquery().label("prev_skipped"),
 ).where(Campaign.id == _C)
 _COUNT = (
     update(CampaignItem)
     .where(CampaignItem.campaign_id == _C, CampaignItem.work_id == _W)
-    .values(n_labels=CampaignItem.n_labels + bindparam("delta"),
-            done=CampaignItem.n_labels + bindparam("delta") >= bindparam("overlap"))
+    .values(
+        n_labels=CampaignItem.n_labels + bindparam("delta"),
+        done=CampaignItem.n_labels + bindparam("delta") >= bindparam("overlap"),
+    )
 )
 _UNLEASE = delete(Lease).where(Lease.campaign_id == _C, Lease.work_id == _W, Lease.user_id == _U)
 _STATUS = select(Work.status).where(Work.id == _W)
 
 
-def _latest(
-    session: Session, campaign_id: int, work_id: str, user_id: int
-) -> PreviousLabel | None:
+def _latest(session: Session, campaign_id: int, work_id: str, user_id: int) -> PreviousLabel | None:
     """The user's latest label version on a work, or None."""
     row = session.execute(
         _LATEST, {"cid": campaign_id, "wid": work_id, "uid": user_id}
@@ -172,8 +191,15 @@ def _latest(
 
 
 def _record(
-    session: Session, camp: Any, work_id: str, user_id: int, prev: PreviousLabel | None,
-    values: dict[str, Any], *, schema: Schema | None, evaluate: bool = True,
+    session: Session,
+    camp: Any,
+    work_id: str,
+    user_id: int,
+    prev: PreviousLabel | None,
+    values: dict[str, Any],
+    *,
+    schema: Schema | None,
+    evaluate: bool = True,
 ) -> tuple[int, int, str | None]:
     """Insert the next label version, keep n_labels/done in step, drop the lease, re-evaluate.
 
@@ -181,8 +207,14 @@ def _record(
     """
     conn = session.connection()
     version = prev.version + 1 if prev else 1
-    row = {"created_at": utcnow(), **values, "campaign_id": camp.id, "work_id": work_id,
-           "user_id": user_id, "version": version}
+    row = {
+        "created_at": utcnow(),
+        **values,
+        "campaign_id": camp.id,
+        "work_id": work_id,
+        "user_id": user_id,
+        "version": version,
+    }
     label_id = conn.execute(insert(Label), row).inserted_primary_key[0]
     params = {"cid": camp.id, "wid": work_id, "uid": user_id}
     delta = int(not values["skipped"]) - int(prev is not None and not prev.skipped)
@@ -196,9 +228,7 @@ def _record(
     return label_id, version, status
 
 
-def _submit_tx(
-    session: Session, edit: bool, sub: LabelSubmission, schema: Schema
-) -> LabelResult:
+def _submit_tx(session: Session, edit: bool, sub: LabelSubmission, schema: Schema) -> LabelResult:
     """Check and record one submit or edit inside the caller's transaction."""
     conn = session.connection()
     cid, wid, uid = sub.campaign_id, sub.work_id, sub.user_id
@@ -238,12 +268,18 @@ def _submit_tx(
             f"your lease on work {wid} expired and the work {why}: this label was not saved"
         )
     values = {
-        "answers": answers, "skipped": skipped,
+        "answers": answers,
+        "skipped": skipped,
         "skip_reason": sub.skip_reason if skipped else None,
-        "flagged": bool(sub.flagged), "note": sub.note or None, "confidence": conf,
-        "schema_hash": sub.schema_hash, "scores_visible": sub.scores_visible,
-        "model_version": sub.model_version, "time_on_item_ms": sub.time_on_item_ms,
-        "source": "app", "submission_id": params["sid"],
+        "flagged": bool(sub.flagged),
+        "note": sub.note or None,
+        "confidence": conf,
+        "schema_hash": sub.schema_hash,
+        "scores_visible": sub.scores_visible,
+        "model_version": sub.model_version,
+        "time_on_item_ms": sub.time_on_item_ms,
+        "source": "app",
+        "submission_id": params["sid"],
     }
     label_id, version, status = _record(session, state, wid, uid, prev, values, schema=schema)
     return LabelResult(label_id, cid, wid, uid, version, skipped, True, status or "")
@@ -270,9 +306,7 @@ def _submit(engine: Engine, edit: bool, sub: LabelSubmission, schema: Schema) ->
         with write_session(engine) as session:
             return _submit_tx(session, edit, sub, schema)
 
-    return retry_now(
-        attempt, attempts=_SUBMIT_ATTEMPTS, retry_on=_lost_race, exhausted=_not_saved
-    )
+    return retry_now(attempt, attempts=_SUBMIT_ATTEMPTS, retry_on=_lost_race, exhausted=_not_saved)
 
 
 def submit_label(engine: Engine, submission: LabelSubmission, *, schema: Schema) -> LabelResult:
@@ -344,8 +378,9 @@ def label_history(engine: Engine, campaign_id: int, work_id: str, user_id: int) 
     with read_session(engine) as session:
         rows = session.execute(
             select(Label)
-            .where(Label.campaign_id == campaign_id, Label.work_id == work_id,
-                   Label.user_id == user_id)
+            .where(
+                Label.campaign_id == campaign_id, Label.work_id == work_id, Label.user_id == user_id
+            )
             .order_by(Label.version)
         ).scalars()
         return [_view(r) for r in rows]
@@ -372,10 +407,22 @@ def current_labels(engine: Engine, campaign_id: int | None = None) -> pd.DataFra
         latest = latest.where(Label.campaign_id == campaign_id)
     sub = latest.group_by(Label.campaign_id, Label.work_id, Label.user_id).subquery()
     query = (
-        select(Label.campaign_id, Label.work_id, User.name, Label.user_id, Label.answers,
-               Label.created_at, Label.version)
-        .join(sub, (Label.campaign_id == sub.c.campaign_id) & (Label.work_id == sub.c.work_id)
-              & (Label.user_id == sub.c.user_id) & (Label.version == sub.c.v))
+        select(
+            Label.campaign_id,
+            Label.work_id,
+            User.name,
+            Label.user_id,
+            Label.answers,
+            Label.created_at,
+            Label.version,
+        )
+        .join(
+            sub,
+            (Label.campaign_id == sub.c.campaign_id)
+            & (Label.work_id == sub.c.work_id)
+            & (Label.user_id == sub.c.user_id)
+            & (Label.version == sub.c.v),
+        )
         .join(User, User.id == Label.user_id)
         .where(Label.skipped.is_(False))
         .order_by(Label.campaign_id, Label.work_id, User.name)
@@ -387,6 +434,14 @@ def current_labels(engine: Engine, campaign_id: int | None = None) -> pd.DataFra
                 if isinstance(value, list):
                     value = ";".join(value)
                 records.append((cid, wid, name, uid, question, value, created, version))
-    columns = ["campaign_id", "work_id", "annotator", "user_id", "question", "value",
-               "created_at", "version"]
+    columns = [
+        "campaign_id",
+        "work_id",
+        "annotator",
+        "user_id",
+        "question",
+        "value",
+        "created_at",
+        "version",
+    ]
     return pd.DataFrame.from_records(records, columns=columns)

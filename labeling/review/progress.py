@@ -47,8 +47,9 @@ def campaign_counts(engine: Engine, campaign_id: int) -> tuple[int, int]:
         if hit is not None and hit[0] == mark:
             return hit[1]
         items, done = session.execute(
-            select(func.count(), func.count().filter(CampaignItem.done))
-            .where(CampaignItem.campaign_id == campaign_id)
+            select(func.count(), func.count().filter(CampaignItem.done)).where(
+                CampaignItem.campaign_id == campaign_id
+            )
         ).one()
     with _lock:
         _counts[key] = (mark, (int(items), int(done)))

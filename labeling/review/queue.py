@@ -73,14 +73,28 @@ _EXP = bindparam("exp", type_=UTCDateTime())
 # Campaign settings and the lease this user already holds (with its item), in one query.
 _CAMPAIGN_AND_HELD = (
     select(
-        Campaign.overlap, Campaign.lease_seconds, Campaign.gold_rate, Campaign.active,
-        Lease.id.label("lease_id"), Lease.work_id, CampaignItem.position, CampaignItem.is_gold,
+        Campaign.overlap,
+        Campaign.lease_seconds,
+        Campaign.gold_rate,
+        Campaign.active,
+        Lease.id.label("lease_id"),
+        Lease.work_id,
+        CampaignItem.position,
+        CampaignItem.is_gold,
     )
     .select_from(Campaign)
-    .outerjoin(Lease, and_(Lease.campaign_id == Campaign.id, Lease.user_id == bindparam("uid"),
-                           Lease.expires_at > _NOW))
-    .outerjoin(CampaignItem, and_(CampaignItem.campaign_id == Campaign.id,
-                                  CampaignItem.work_id == Lease.work_id))
+    .outerjoin(
+        Lease,
+        and_(
+            Lease.campaign_id == Campaign.id,
+            Lease.user_id == bindparam("uid"),
+            Lease.expires_at > _NOW,
+        ),
+    )
+    .outerjoin(
+        CampaignItem,
+        and_(CampaignItem.campaign_id == Campaign.id, CampaignItem.work_id == Lease.work_id),
+    )
     .where(Campaign.id == bindparam("cid"))
     .order_by(Lease.id)
     .limit(1)
@@ -94,13 +108,19 @@ _ITEM = select(CampaignItem.position, CampaignItem.is_gold).where(
 def _lease_upsert(dialect_insert: Any) -> Any:
     """INSERT a lease, or take over the row when the lease there has expired (else no row)."""
     stmt = dialect_insert(Lease).values(
-        campaign_id=bindparam("cid"), work_id=bindparam("wid"), user_id=bindparam("uid"),
-        leased_at=_NOW, expires_at=_EXP,
+        campaign_id=bindparam("cid"),
+        work_id=bindparam("wid"),
+        user_id=bindparam("uid"),
+        leased_at=_NOW,
+        expires_at=_EXP,
     )
     return stmt.on_conflict_do_update(
         index_elements=["campaign_id", "work_id"],
-        set_={"user_id": stmt.excluded.user_id, "leased_at": stmt.excluded.leased_at,
-              "expires_at": stmt.excluded.expires_at},
+        set_={
+            "user_id": stmt.excluded.user_id,
+            "leased_at": stmt.excluded.leased_at,
+            "expires_at": stmt.excluded.expires_at,
+        },
         where=Lease.expires_at <= _NOW,
     ).returning(Lease.id)
 
@@ -153,9 +173,9 @@ def _gold_choice(
 ) -> str | None:
     """A gold work to offer instead of the next one (seeded per user and count), or None."""
     seen_count = session.execute(
-        select(func.count()).select_from(Label).where(
-            Label.user_id == user_id, Label.campaign_id == campaign_id
-        )
+        select(func.count())
+        .select_from(Label)
+        .where(Label.user_id == user_id, Label.campaign_id == campaign_id)
     ).scalar_one()
     rng = random.Random(f"gold:{campaign_id}:{user_id}:{seen_count}")
     if rng.random() >= gold_rate:
@@ -166,12 +186,16 @@ def _gold_choice(
     seen = exists().where(
         Label.campaign_id == campaign_id, Label.work_id == Work.id, Label.user_id == user_id
     )
-    ids = session.execute(
-        select(Work.id)
-        .where(Work.is_gold == true(), ~leased, ~seen)
-        .order_by(Work.id)
-        .limit(GOLD_CANDIDATES)
-    ).scalars().all()
+    ids = (
+        session.execute(
+            select(Work.id)
+            .where(Work.is_gold == true(), ~leased, ~seen)
+            .order_by(Work.id)
+            .limit(GOLD_CANDIDATES)
+        )
+        .scalars()
+        .all()
+    )
     return rng.choice(ids) if ids else None
 
 
@@ -187,8 +211,9 @@ def _claim(session: Session, campaign_id: int, user_id: int, now: datetime) -> C
     params["exp"] = expires = now + timedelta(seconds=camp.lease_seconds)
     if camp.lease_id is not None:  # a reload: the same work, lease renewed
         conn.execute(_RENEW_ID, {"lid": camp.lease_id, "exp": expires})
-        return Claim(campaign_id, camp.work_id, user_id, expires, camp.position,
-                     camp.is_gold, resumed=True)
+        return Claim(
+            campaign_id, camp.work_id, user_id, expires, camp.position, camp.is_gold, resumed=True
+        )
     if camp.gold_rate > 0:
         gold = _gold_choice(session, campaign_id, user_id, camp.gold_rate, now)
         if gold is not None:
@@ -276,13 +301,19 @@ def upcoming_work_ids(
     )
     overlap = select(Campaign.overlap).where(Campaign.id == campaign_id).scalar_subquery()
     with read_session(engine) as session:
-        return list(session.execute(
-            select(CampaignItem.work_id)
-            .where(CampaignItem.campaign_id == campaign_id, CampaignItem.done == false(),
-                   CampaignItem.n_labels < overlap, ~leased)
-            .order_by(CampaignItem.position)
-            .limit(n)
-        ).scalars())
+        return list(
+            session.execute(
+                select(CampaignItem.work_id)
+                .where(
+                    CampaignItem.campaign_id == campaign_id,
+                    CampaignItem.done == false(),
+                    CampaignItem.n_labels < overlap,
+                    ~leased,
+                )
+                .order_by(CampaignItem.position)
+                .limit(n)
+            ).scalars()
+        )
 
 
 def held_campaign(
@@ -304,8 +335,11 @@ def held_campaign(
     with read_session(engine) as session:
         return session.execute(
             select(Lease.campaign_id)
-            .where(Lease.user_id == user_id, Lease.campaign_id.in_(campaign_ids),
-                   Lease.expires_at > (now or utcnow()))
+            .where(
+                Lease.user_id == user_id,
+                Lease.campaign_id.in_(campaign_ids),
+                Lease.expires_at > (now or utcnow()),
+            )
             .order_by(Lease.leased_at.desc(), Lease.id.desc())
             .limit(1)
         ).scalar_one_or_none()
@@ -377,6 +411,4 @@ def expire_leases(engine: Engine, now: datetime | None = None) -> int:
         How many leases were deleted.
     """
     with write_session(engine) as session:
-        return session.execute(
-            delete(Lease).where(Lease.expires_at <= (now or utcnow()))
-        ).rowcount
+        return session.execute(delete(Lease).where(Lease.expires_at <= (now or utcnow()))).rowcount

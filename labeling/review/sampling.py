@@ -46,12 +46,16 @@ def _fill(sizes: list[int], targets: list[float], n: int) -> list[int]:
     pairs = zip(sizes, targets, strict=True)
     alloc = [min(s, max(1, math.floor(t))) if s > 0 else 0 for s, t in pairs]
     while sum(alloc) < n:
-        i = max((i for i in range(len(sizes)) if alloc[i] < sizes[i]),
-                key=lambda i: (targets[i] - alloc[i], -i))
+        i = max(
+            (i for i in range(len(sizes)) if alloc[i] < sizes[i]),
+            key=lambda i: (targets[i] - alloc[i], -i),
+        )
         alloc[i] += 1
     while sum(alloc) > n:
-        i = max((i for i in range(len(sizes)) if alloc[i] > 1),
-                key=lambda i: (alloc[i] - targets[i], -i))
+        i = max(
+            (i for i in range(len(sizes)) if alloc[i] > 1),
+            key=lambda i: (alloc[i] - targets[i], -i),
+        )
         alloc[i] -= 1
     return alloc
 
@@ -102,8 +106,13 @@ def allocate(sizes: Sequence[int], n: int | None, allocation: str | int) -> list
 
 
 def draw_sample(
-    ids: np.ndarray, scores: np.ndarray, strategy: str, n: int | None,
-    allocation: str | int, bins: list[float], seed: int,
+    ids: np.ndarray,
+    scores: np.ndarray,
+    strategy: str,
+    n: int | None,
+    allocation: str | int,
+    bins: list[float],
+    seed: int,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Draw a random or stratified sample: item rows in a seeded random order, and the design.
 
@@ -144,14 +153,19 @@ def draw_sample(
             parts.append(members[rng.choice(size, size=n_h, replace=False)])
             strata += [labels[h]] * n_h
             probs += [n_h / size] * n_h
-            table.append({"stratum": labels[h], "N_h": size, "n_h": n_h,
-                          "inclusion_prob": n_h / size})
+            table.append(
+                {"stratum": labels[h], "N_h": size, "n_h": n_h, "inclusion_prob": n_h / size}
+            )
         picked = np.concatenate(parts) if parts else np.array([], dtype=int)
         design.update(n=int(sum(alloc)), bins=bins, allocation=allocation, strata=table)
     order = rng.permutation(len(picked))
     rows = [
-        {"work_id": ids[picked[j]], "position": pos + 1, "stratum": strata[j],
-         "inclusion_prob": probs[j]}
+        {
+            "work_id": ids[picked[j]],
+            "position": pos + 1,
+            "stratum": strata[j],
+            "inclusion_prob": probs[j],
+        }
         for pos, j in enumerate(order)
     ]
     return rows, design

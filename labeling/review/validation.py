@@ -150,8 +150,11 @@ def evaluate(
     if not labels:
         return Verdict(STATUS_UNVALIDATED, None, "no human labels yet")
     if rule_parts(rule)[0] == MODEL_RULE:
-        return Verdict(STATUS_IN_REVIEW, None, f"{len(labels)} of {k} labels ({rule}; "
-                       "settled by `labeling aggregate --validate`)")
+        return Verdict(
+            STATUS_IN_REVIEW,
+            None,
+            f"{len(labels)} of {k} labels ({rule}; settled by `labeling aggregate --validate`)",
+        )
     final: dict[str, Any] = {}
     disagree: list[str] = []
     short: list[str] = []
@@ -235,14 +238,23 @@ def _set_status(
     """Write a work's status and final answers, with a StatusEvent when it changes."""
     now = utcnow()
     conn = session.connection()
-    conn.execute(_SET_STATUS, {"wid": work_id, "st": verdict.status,
-                               "fa": verdict.final_answers, "via": via, "ts": now})
+    conn.execute(
+        _SET_STATUS,
+        {"wid": work_id, "st": verdict.status, "fa": verdict.final_answers, "via": via, "ts": now},
+    )
     if always_event or verdict.status != old_status:
-        conn.execute(insert(StatusEvent), {
-            "work_id": work_id, "campaign_id": campaign_id, "user_id": user_id,
-            "from_status": old_status, "to_status": verdict.status, "reason": verdict.reason,
-            "created_at": now,
-        })
+        conn.execute(
+            insert(StatusEvent),
+            {
+                "work_id": work_id,
+                "campaign_id": campaign_id,
+                "user_id": user_id,
+                "from_status": old_status,
+                "to_status": verdict.status,
+                "reason": verdict.reason,
+                "created_at": now,
+            },
+        )
 
 
 def reevaluate_work(
@@ -290,8 +302,13 @@ def reevaluate_work(
         via,
     ):
         _set_status(
-            session, work_id, work.status, verdict, via=via,
-            campaign_id=campaign.id, user_id=user_id,
+            session,
+            work_id,
+            work.status,
+            verdict,
+            via=via,
+            campaign_id=campaign.id,
+            user_id=user_id,
         )
     return verdict
 
@@ -354,15 +371,23 @@ def adjudicate(
         work = _locked_work(session, work_id)
         session.add(
             Adjudication(
-                work_id=work_id, campaign_id=campaign_id, user_id=lead.id,
-                answers=final, reason=reason,
+                work_id=work_id,
+                campaign_id=campaign_id,
+                user_id=lead.id,
+                answers=final,
+                reason=reason,
             )
         )
         verdict = Verdict(STATUS_VALIDATED, final, f"adjudicated by {lead.name}: {reason or ''}")
         _set_status(
-            session, work_id, work.status, verdict,
+            session,
+            work_id,
+            work.status,
+            verdict,
             via=f"{ADJUDICATED_PREFIX}{lead.name}"[:64],
-            campaign_id=campaign_id, user_id=lead.id, always_event=True,
+            campaign_id=campaign_id,
+            user_id=lead.id,
+            always_event=True,
         )
     return verdict
 
@@ -422,8 +447,13 @@ def reopen(
                 status = STATUS_DISPUTED
         result = Verdict(status, None, f"reopened by {lead.name}: {reason or ''} ({detail})")
         _set_status(
-            session, work_id, work.status, result, via=None,
+            session,
+            work_id,
+            work.status,
+            result,
+            via=None,
             campaign_id=campaign.id if campaign is not None else None,
-            user_id=lead.id, always_event=True,
+            user_id=lead.id,
+            always_event=True,
         )
     return result

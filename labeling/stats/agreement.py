@@ -315,12 +315,20 @@ def _pairs(
             n = int(common[i, j])
             if n == 0:
                 continue
-            row = {"a": str(rater_names[i]), "b": str(rater_names[j]), "question": spec.name,
-                   "n": n}
+            row = {
+                "a": str(rater_names[i]),
+                "b": str(rater_names[j]),
+                "question": spec.name,
+                "n": n,
+            }
             if n < min_n:
                 works_text = "1 common work" if n == 1 else f"{n} common works"
-                left_out.append({**row, "reason": f"{works_text}, fewer than the minimum of "
-                                                  f"{min_n} (--min-pair-n)"})
+                left_out.append(
+                    {
+                        **row,
+                        "reason": f"{works_text}, fewer than the minimum of {min_n} (--min-pair-n)",
+                    }
+                )
                 continue
             both = (dense[:, i] >= 0) & (dense[:, j] >= 0)
             # The pair's contingency table; kappa_from_table is scikit-learn's arithmetic.

@@ -47,9 +47,18 @@ from labeling.stats.intervals import (
 )
 
 __all__ = [
-    "clopper_pearson", "estimability", "hajek_mean", "horvitz_thompson_total", "korn_graubard",
-    "precision_recall", "ratio_counts", "ratio_estimate", "refusal", "stratified_counts",
-    "stratified_prevalence", "wilson",
+    "clopper_pearson",
+    "estimability",
+    "hajek_mean",
+    "horvitz_thompson_total",
+    "korn_graubard",
+    "precision_recall",
+    "ratio_counts",
+    "ratio_estimate",
+    "refusal",
+    "stratified_counts",
+    "stratified_prevalence",
+    "wilson",
 ]
 
 NOT_A_SAMPLE = "a score-ordered queue is not a probability sample: no frame estimate is possible"
@@ -154,14 +163,18 @@ def _groups(strata: Sequence[Hashable] | np.ndarray, size: int) -> tuple[list[An
 def design_groups(strata: Sequence[Hashable] | np.ndarray, keys: Sequence[Any]) -> np.ndarray:
     """Each unit's position among the design's strata keys (ValueError naming any unknown)."""
     # Units are many (every validated work), strata few: factorise in C, map the few.
-    codes, uniques = pd.factorize(np.asarray(list(strata) if not isinstance(strata, np.ndarray)
-                                             else strata, dtype=object))
+    codes, uniques = pd.factorize(
+        np.asarray(list(strata) if not isinstance(strata, np.ndarray) else strata, dtype=object)
+    )
     index = {key: h for h, key in enumerate(keys)}
     unknown = sorted(str(u) for u in uniques if u not in index)
     if unknown:
         raise ValueError(f"units in strata outside the design: {', '.join(unknown)}")
-    return np.array([index[u] for u in uniques], dtype=int)[codes] if len(codes) else \
-        np.zeros(0, dtype=int)
+    return (
+        np.array([index[u] for u in uniques], dtype=int)[codes]
+        if len(codes)
+        else np.zeros(0, dtype=int)
+    )
 
 
 def stratified_prevalence(
@@ -192,11 +205,18 @@ def stratified_prevalence(
     for h, (key, N_h) in enumerate(population.items()):
         n_h, k_h = int(n_of[h]), int(k_of[h])
         lo, hi = wilson(k_h, n_h, alpha)
-        rows.append(StratumEstimate(
-            stratum=str(key), N=int(N_h), n=n_h, positives=k_h,
-            weight=N_h / total_N if total_N else 0.0,
-            estimate=k_h / n_h if n_h else None, lo=lo, hi=hi,
-        ))
+        rows.append(
+            StratumEstimate(
+                stratum=str(key),
+                N=int(N_h),
+                n=n_h,
+                positives=k_h,
+                weight=N_h / total_N if total_N else 0.0,
+                estimate=k_h / n_h if n_h else None,
+                lo=lo,
+                hi=hi,
+            )
+        )
         if N_h <= 0:
             continue
         if n_h == 0:
@@ -215,11 +235,19 @@ def stratified_prevalence(
     out = stratified_counts(np.array(k_list), np.array(n_list), np.array(N_list), alpha)
     note = None
     if single:
-        note = ("one validated work only in strata " + ", ".join(single)
-                + ": their variance is taken at its maximum (conservative)")
+        note = (
+            "one validated work only in strata "
+            + ", ".join(single)
+            + ": their variance is taken at its maximum (conservative)"
+        )
     overall = ProportionEstimate(
-        estimate=_num(out["p"]), lo=_num(out["lo"]), hi=_num(out["hi"]),
-        se=_num(math.sqrt(out["var"])), n=n_total, method=KG, note=note,
+        estimate=_num(out["p"]),
+        lo=_num(out["lo"]),
+        hi=_num(out["hi"]),
+        se=_num(math.sqrt(out["var"])),
+        n=n_total,
+        method=KG,
+        note=note,
     )
     return PrevalenceResult(overall, rows)
 
@@ -284,11 +312,19 @@ def ratio_estimate(
     single = [str(k) for k, n, N in zip(keys, n_h, N_h, strict=True) if n == 1 and N > 1]
     note = None
     if single:
-        note = ("one validated work only in strata " + ", ".join(single)
-                + ": their variance is taken at its maximum (conservative)")
+        note = (
+            "one validated work only in strata "
+            + ", ".join(single)
+            + ": their variance is taken at its maximum (conservative)"
+        )
     return ProportionEstimate(
-        estimate=_num(out["p"]), lo=_num(out["lo"]), hi=_num(out["hi"]),
-        se=_num(math.sqrt(out["var"])), n=n_dom, method=KG, note=note,
+        estimate=_num(out["p"]),
+        lo=_num(out["lo"]),
+        hi=_num(out["hi"]),
+        se=_num(math.sqrt(out["var"])),
+        n=n_dom,
+        method=KG,
+        note=note,
     )
 
 
@@ -374,6 +410,10 @@ def hajek_mean(
     var = _stratified_var_of_total((y - mean) / w.sum(), groups, N_h, n_h)
     lo, hi = korn_graubard(mean, var, len(y), df=max(len(y) - len(N_h), 1), alpha=alpha)
     return ProportionEstimate(
-        estimate=_num(mean), lo=_num(float(lo)), hi=_num(float(hi)), se=_num(math.sqrt(var)),
-        n=len(y), method=KG,
+        estimate=_num(mean),
+        lo=_num(float(lo)),
+        hi=_num(float(hi)),
+        se=_num(math.sqrt(var)),
+        n=len(y),
+        method=KG,
     )

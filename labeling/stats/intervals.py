@@ -74,8 +74,12 @@ def beta_interval(
 
 
 def korn_graubard(
-    p: np.ndarray | float, var: np.ndarray | float, n: np.ndarray | float,
-    df: np.ndarray | float | None = None, alpha: float = 0.05, truncate: bool = False,
+    p: np.ndarray | float,
+    var: np.ndarray | float,
+    n: np.ndarray | float,
+    df: np.ndarray | float | None = None,
+    alpha: float = 0.05,
+    truncate: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Textbook Korn-Graubard interval with the plug-in n* = p (1 - p) / var (R's svyciprop).
 
@@ -164,7 +168,11 @@ def _ratio_var(
 
 
 def ratio_counts(
-    c: np.ndarray, m: np.ndarray, n: np.ndarray, N: np.ndarray, alpha: float = 0.05,
+    c: np.ndarray,
+    m: np.ndarray,
+    n: np.ndarray,
+    N: np.ndarray,
+    alpha: float = 0.05,
     prior: float = JEFFREYS,
 ) -> dict[str, np.ndarray]:
     """Ratio T(a) / T(b) of two 0/1 indicators (a <= b) from counts, vectorised.
@@ -201,5 +209,12 @@ def ratio_counts(
     lo, hi = beta_interval(np.nan_to_num(ratio), n_eff, n_dom, alpha)
     census = (n >= N).all(axis=-1)
     lo, hi = np.where(census, ratio, lo), np.where(census, ratio, hi)
-    return {"p": ratio, "var": var, "n_eff": n_eff, "lo": np.where(defined, lo, np.nan),
-            "hi": np.where(defined, hi, np.nan), "n": n_dom, "defined": defined}
+    return {
+        "p": ratio,
+        "var": var,
+        "n_eff": n_eff,
+        "lo": np.where(defined, lo, np.nan),
+        "hi": np.where(defined, hi, np.nan),
+        "n": n_dom,
+        "defined": defined,
+    }

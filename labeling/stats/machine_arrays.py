@@ -114,8 +114,9 @@ class RecordMemo:
         self._rows: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    def matrix(self, schema: Schema, keys: Sequence[str | None],
-               records: Sequence[Any]) -> np.ndarray:
+    def matrix(
+        self, schema: Schema, keys: Sequence[str | None], records: Sequence[Any]
+    ) -> np.ndarray:
         """The stacked encodings of records (a record given as None must be in the memo)."""
         lay = layout(schema)
         rows = []
@@ -199,8 +200,14 @@ def _from_slots(question: Question, slots: np.ndarray) -> SystemArrays:
     return SystemArrays("", present, calls, code)
 
 
-def encode(question: Question, humans: Sequence[Any], matrix: np.ndarray, lay: Layout,
-           systems: Mapping[str, str], teachers: Sequence[str]) -> QuestionArrays:
+def encode(
+    question: Question,
+    humans: Sequence[Any],
+    matrix: np.ndarray,
+    lay: Layout,
+    systems: Mapping[str, str],
+    teachers: Sequence[str],
+) -> QuestionArrays:
     """Arrays of one question over works with a human answer (human_value form, not None).
 
     Args:
@@ -226,8 +233,9 @@ def encode(question: Question, humans: Sequence[Any], matrix: np.ndarray, lay: L
         codes = np.array([index.get(h, -1) for h in humans], dtype=int)
         hit = np.flatnonzero(codes >= 0)
         human[hit, codes[hit]] = True
-    out = QuestionArrays(labels, human.reshape(n, len(labels)),
-                         list(humans) if question.kind == "single" else [])
+    out = QuestionArrays(
+        labels, human.reshape(n, len(labels)), list(humans) if question.kind == "single" else []
+    )
     for t in teachers:
         where = lay.scores.get((question.name, t))
         if where is not None:
@@ -242,9 +250,12 @@ def encode(question: Question, humans: Sequence[Any], matrix: np.ndarray, lay: L
         elif name in out.scores:
             arrays = _from_scores(question, *out.scores[name])
         else:
-            arrays = SystemArrays("", np.zeros(n, dtype=bool),
-                                  np.zeros((n, len(labels)), dtype=bool),
-                                  np.full(n, -2) if question.kind == "single" else None)
+            arrays = SystemArrays(
+                "",
+                np.zeros(n, dtype=bool),
+                np.zeros((n, len(labels)), dtype=bool),
+                np.full(n, -2) if question.kind == "single" else None,
+            )
         arrays.source = source
         out.systems[name] = arrays
     return out
@@ -252,12 +263,17 @@ def encode(question: Question, humans: Sequence[Any], matrix: np.ndarray, lay: L
 
 def label_counts(human: np.ndarray, calls: np.ndarray) -> dict[str, np.ndarray]:
     """tp, fp, fn, tn per label (columns) of two n x labels boolean matrices."""
-    return {"tp": (human & calls).sum(0), "fp": (~human & calls).sum(0),
-            "fn": (human & ~calls).sum(0), "tn": (~human & ~calls).sum(0)}
+    return {
+        "tp": (human & calls).sum(0),
+        "fp": (~human & calls).sum(0),
+        "fn": (human & ~calls).sum(0),
+        "tn": (~human & ~calls).sum(0),
+    }
 
 
-def confusion(question: Question, humans: Sequence[Any], codes: np.ndarray
-              ) -> tuple[np.ndarray, int, int, int]:
+def confusion(
+    question: Question, humans: Sequence[Any], codes: np.ndarray
+) -> tuple[np.ndarray, int, int, int]:
     """Confusion counts (rows human label, columns labels then no call), known n, correct,
     no calls; works whose human label or call is outside the schema are not counted.
 
@@ -275,8 +291,9 @@ def confusion(question: Question, humans: Sequence[Any], codes: np.ndarray
     return matrix, int(known.sum()), int((h[known] == p[known]).sum()), int((codes == -1).sum())
 
 
-def wilson_many(k: Sequence[int] | np.ndarray, n: Sequence[int] | np.ndarray,
-                alpha: float = 0.05) -> list[tuple[float | None, float | None]]:
+def wilson_many(
+    k: Sequence[int] | np.ndarray, n: Sequence[int] | np.ndarray, alpha: float = 0.05
+) -> list[tuple[float | None, float | None]]:
     """intervals.wilson for many (k, n) at once: one statsmodels call instead of one each."""
     k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
     out: list[tuple[float | None, float | None]] = [(None, None)] * len(n)
@@ -287,4 +304,3 @@ def wilson_many(k: Sequence[int] | np.ndarray, n: Sequence[int] | np.ndarray,
             a, b = max(0.0, float(a)), min(1.0, float(b))
             out[i] = (finite_or_none(a), finite_or_none(b))
     return out
-

@@ -157,13 +157,12 @@ def binary_metrics(y_true: Sequence[bool], y_pred: Sequence[bool]) -> dict[str, 
         y_pred: the machine call per work.
     """
     t, p = np.asarray(y_true, dtype=bool), np.asarray(y_pred, dtype=bool)
-    return _metrics_from_counts(len(t), int((t & p).sum()), int((~t & p).sum()),
-                                int((t & ~p).sum()), int((~t & ~p).sum()))
+    return _metrics_from_counts(
+        len(t), int((t & p).sum()), int((~t & p).sum()), int((t & ~p).sum()), int((~t & ~p).sum())
+    )
 
 
-def reliability(
-    scores: Sequence[float], y: Sequence[bool], n_bins: int = N_BINS
-) -> dict[str, Any]:
+def reliability(scores: Sequence[float], y: Sequence[bool], n_bins: int = N_BINS) -> dict[str, Any]:
     """Brier score and reliability table of probabilistic scores against 0/1 outcomes.
 
     Args:
@@ -185,11 +184,23 @@ def reliability(
     rows = []
     for b, (lo, hi) in zip(used, cis, strict=True):
         n, k = int(ns[b]), int(ks[b])
-        rows.append({"bin_lo": b / n_bins, "bin_hi": (b + 1) / n_bins, "n": n,
-                     "mean_score": finite_or_none(s[idx == b].mean()), "observed": k / n, "lo": lo,
-                     "hi": hi})
-    return {"n": int(len(s)), "positives": int(t.sum()), "brier": finite_or_none(brier),
-            "bins": rows}
+        rows.append(
+            {
+                "bin_lo": b / n_bins,
+                "bin_hi": (b + 1) / n_bins,
+                "n": n,
+                "mean_score": finite_or_none(s[idx == b].mean()),
+                "observed": k / n,
+                "lo": lo,
+                "hi": hi,
+            }
+        )
+    return {
+        "n": int(len(s)),
+        "positives": int(t.sum()),
+        "brier": finite_or_none(brier),
+        "bins": rows,
+    }
 
 
 def _metrics_from_counts(
@@ -205,9 +216,17 @@ def _metrics_from_counts(
         return {"estimate": k / m if m else None, "lo": ci[0], "hi": ci[1], "n": m}
 
     f1 = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else None
-    return {"n": n, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
-            "precision": ratio(tp, tp + fp, p_ci), "recall": ratio(tp, tp + fn, r_ci),
-            "f1": f1, "f1_n": tp + fp + fn}
+    return {
+        "n": n,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+        "precision": ratio(tp, tp + fp, p_ci),
+        "recall": ratio(tp, tp + fn, r_ci),
+        "f1": f1,
+        "f1_n": tp + fp + fn,
+    }
 
 
 def _calibration(question: Question, arrays: QuestionArrays) -> dict[str, Any]:
@@ -224,8 +243,12 @@ def _calibration(question: Question, arrays: QuestionArrays) -> dict[str, Any]:
 
 
 def compare_question(
-    question: Question, pairs: Iterable[tuple[Any, Mapping[str, Any]]], teachers: Sequence[str],
-    *, schema: Schema | None = None, encoded: np.ndarray | None = None,
+    question: Question,
+    pairs: Iterable[tuple[Any, Mapping[str, Any]]],
+    teachers: Sequence[str],
+    *,
+    schema: Schema | None = None,
+    encoded: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Every system against the human answer on one question.
 
@@ -239,34 +262,47 @@ def compare_question(
             computed from the records when not given.
     """
     pairs = list(pairs)
-    schema = schema or Schema(questions=(question,), version="", teachers=tuple(teachers),
-                              hash="", path="")
+    schema = schema or Schema(
+        questions=(question,), version="", teachers=tuple(teachers), hash="", path=""
+    )
     if encoded is None:
         encoded = encode_records(schema, [r for _, r in pairs])
     humans = [human_value(question, a) for a, _ in pairs]
     rows = [i for i, h in enumerate(humans) if h is not None]
     kept = [humans[i] for i in rows]
-    arrays = encode(question, kept, encoded[rows], layout(schema),
-                    systems(question, teachers), teachers)
-    result: dict[str, Any] = {"kind": question.kind, "n_works": len(kept),
-                              "threshold": question.threshold, "systems": {}}
+    arrays = encode(
+        question, kept, encoded[rows], layout(schema), systems(question, teachers), teachers
+    )
+    result: dict[str, Any] = {
+        "kind": question.kind,
+        "n_works": len(kept),
+        "threshold": question.threshold,
+        "systems": {},
+    }
     for system, sa in arrays.systems.items():
         present = sa.present
         n = int(present.sum())
-        entry: dict[str, Any] = {"source": sa.source, "n": n, "n_missing": len(kept) - n,
-                                 "labels": {}}
+        entry: dict[str, Any] = {
+            "source": sa.source,
+            "n": n,
+            "n_missing": len(kept) - n,
+            "labels": {},
+        }
         c = label_counts(arrays.human[present], sa.calls[present])
         tp = c["tp"]
         cis = wilson_many(np.concatenate([tp, tp]), np.concatenate([tp + c["fp"], tp + c["fn"]]))
         width = len(arrays.labels)
         for j, lab in enumerate(arrays.labels):
             entry["labels"][lab] = _metrics_from_counts(
-                n, *(int(c[k][j]) for k in ("tp", "fp", "fn", "tn")),
-                intervals=(cis[j], cis[width + j]))
+                n,
+                *(int(c[k][j]) for k in ("tp", "fp", "fn", "tn")),
+                intervals=(cis[j], cis[width + j]),
+            )
         if question.kind == "single":
             idx = np.flatnonzero(present)
-            entry.update(_single_summary(question, [arrays.human_single[i] for i in idx],
-                                         sa.single[idx]))
+            entry.update(
+                _single_summary(question, [arrays.human_single[i] for i in idx], sa.single[idx])
+            )
         result["systems"][system] = entry
     result["calibration"] = _calibration(question, arrays)
     return result
@@ -278,16 +314,24 @@ def _single_summary(question: Question, humans: list[Any], codes: np.ndarray) ->
     lo, hi = wilson(correct, known)
     return {
         "no_calls": no_calls,
-        "accuracy": {"estimate": correct / known if known else None, "lo": lo, "hi": hi,
-                     "n": known},
-        "confusion": {"rows": list(question.labels), "columns": [*question.labels, NO_CALL],
-                      "matrix": [[int(v) for v in row] for row in matrix[: len(question.labels)]],
-                      "n": known},
+        "accuracy": {
+            "estimate": correct / known if known else None,
+            "lo": lo,
+            "hi": hi,
+            "n": known,
+        },
+        "confusion": {
+            "rows": list(question.labels),
+            "columns": [*question.labels, NO_CALL],
+            "matrix": [[int(v) for v in row] for row in matrix[: len(question.labels)]],
+            "n": known,
+        },
     }
 
 
 def ranking_report(
-    question: Question, works: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    question: Question,
+    works: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
     ranking: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """The machine_scores against "the human chose at least one label" of a multi question.
@@ -298,9 +342,11 @@ def ranking_report(
         ranking: each machine_scores key's values per work (NaN where absent), when already
             read (machine_arrays encodings); else read from the records.
     """
-    out: dict[str, Any] = {"question": question.name,
-                           "target": f"at least one label of '{question.name}' chosen",
-                           "scores": {}}
+    out: dict[str, Any] = {
+        "question": question.name,
+        "target": f"at least one label of '{question.name}' chosen",
+        "scores": {},
+    }
     humans = [human_value(question, answers.get(question.name)) for answers, _ in works]
     for key in RANKING_SCORES:
         if ranking is not None:
@@ -344,8 +390,11 @@ def compare(
         "teachers": list(schema.teachers),
         "questions": {
             q.name: compare_question(
-                q, [(answers.get(q.name), record) for answers, record in works], schema.teachers,
-                schema=schema, encoded=encoded,
+                q,
+                [(answers.get(q.name), record) for answers, record in works],
+                schema.teachers,
+                schema=schema,
+                encoded=encoded,
             )
             for q in wanted
         },

@@ -49,7 +49,8 @@ def test_a_token_is_random_256_bits_and_only_its_hash_is_stored(engine: Engine, 
     assert all(token_shaped(t) and len(t) == 43 for t in tokens)  # 32 bytes, URL-safe base64
     stored = rows(engine)
     assert sorted(r.token for r in stored) == sorted(
-        hashlib.sha256(t.encode()).hexdigest() for t in tokens)
+        hashlib.sha256(t.encode()).hexdigest() for t in tokens
+    )
     everything = " ".join(str(v) for r in stored for v in vars(r).values())
     assert not any(t in everything for t in tokens)  # the token itself is nowhere
     assert {r.role for r in stored} == {"annotator"} and len({r.login for r in stored}) == 3
@@ -110,8 +111,12 @@ def test_resume_from_the_cookie_gives_the_new_tab_its_own_token(engine: Engine, 
     # Two tabs restored at once both present the old cookie: within the grace both resume.
     again = resume_session(engine, first, idle_minutes=IDLE, now=t1 + ROTATION_GRACE)
     assert again is not None and again.token not in (first, tab.token)
-    assert resume_session(engine, first, idle_minutes=IDLE,
-                          now=t1 + ROTATION_GRACE + timedelta(seconds=1)) is None
+    assert (
+        resume_session(
+            engine, first, idle_minutes=IDLE, now=t1 + ROTATION_GRACE + timedelta(seconds=1)
+        )
+        is None
+    )
     # The tab that holds the superseded token (in server memory) keeps working, and gets a
     # new token at its next run, which it writes into the cookie.
     held = check_session(engine, first, idle_minutes=IDLE, now=t1 + timedelta(minutes=10))
@@ -119,10 +124,23 @@ def test_resume_from_the_cookie_gives_the_new_tab_its_own_token(engine: Engine, 
     assert len({r.login for r in rows(engine)}) == 1
 
 
-@pytest.mark.parametrize("cookie", [
-    None, "", "x", 12345, "a" * 42, "a" * 44, "a" * 42 + "!", "a" * 42 + "=", " " + "a" * 42,
-    "a" * 10_000, "../" * 20, "a" * 42 + "\x00",
-])
+@pytest.mark.parametrize(
+    "cookie",
+    [
+        None,
+        "",
+        "x",
+        12345,
+        "a" * 42,
+        "a" * 44,
+        "a" * 42 + "!",
+        "a" * 42 + "=",
+        " " + "a" * 42,
+        "a" * 10_000,
+        "../" * 20,
+        "a" * 42 + "\x00",
+    ],
+)
 def test_a_malformed_cookie_resumes_nothing(engine: Engine, ann: int, cookie: object) -> None:
     create_session(engine, ann)
     assert resume_session(engine, cookie, idle_minutes=IDLE) is None
@@ -185,10 +203,20 @@ def test_purge_deletes_idle_tokens_only(engine: Engine, ann: int) -> None:
     assert len(rows(engine)) == 2 and rotated.token != new
 
 
-@pytest.mark.parametrize(("value", "ok"), [
-    ("A" * 43, True), ("a-b_c" + "0" * 38, True), ("A" * 42, False), ("A" * 44, False),
-    ("A" * 42 + "+", False), ("A" * 42 + "/", False), (None, False), (b"A" * 43, False),
-    (43, False), ("é" + "A" * 42, False),
-])
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("A" * 43, True),
+        ("a-b_c" + "0" * 38, True),
+        ("A" * 42, False),
+        ("A" * 44, False),
+        ("A" * 42 + "+", False),
+        ("A" * 42 + "/", False),
+        (None, False),
+        (b"A" * 43, False),
+        (43, False),
+        ("é" + "A" * 42, False),
+    ],
+)
 def test_token_shape(value: object, ok: bool) -> None:
     assert token_shaped(value) is ok

@@ -187,8 +187,10 @@ def test_admin_operations_refuse_what_they_cannot_do(engine: Engine) -> None:
     cases = [
         (lambda: sso_mappings.map_email(engine, "ANN@example.org", "ann"), "already mapped"),
         (lambda: sso_mappings.map_email(engine, "bob@example.org", "bob"), "no user called 'bob'"),
-        (lambda: sso_mappings.map_email(engine, "x@example.org", "ann", role="lead"),
-         "already annotator"),
+        (
+            lambda: sso_mappings.map_email(engine, "x@example.org", "ann", role="lead"),
+            "already annotator",
+        ),
         (lambda: sso_mappings.map_email(engine, "not-an-address", "ann"), "not an e-mail"),
         (lambda: sso_mappings.map_domain(engine, "example.org", "admin"), "cannot grant admin"),
         (lambda: sso_mappings.map_domain(engine, "localhost", "annotator"), "not a domain"),
@@ -203,8 +205,9 @@ def test_admin_operations_refuse_what_they_cannot_do(engine: Engine) -> None:
 
 
 def test_mapping_with_a_role_creates_a_passwordless_user(engine: Engine) -> None:
-    made = sso_mappings.map_email(engine, "eve@example.org", "eve", role="exporter",
-                                  created_by="admin")
+    made = sso_mappings.map_email(
+        engine, "eve@example.org", "eve", role="exporter", created_by="admin"
+    )
     assert (made.user, made.role, made.active, made.created_by) == ("eve", "exporter", True,
                                                                     "admin")  # fmt: skip
     assert get_user(engine, "eve").role == "exporter"
@@ -684,8 +687,9 @@ class _FakeProvider:
                     self._json({"keys": [key.as_dict(private=False)]})
                 elif url.path == "/authorize":
                     nonces["code-1"] = q.get("nonce", "")
-                    target = q["redirect_uri"] + "?" + urlencode({"code": "code-1",
-                                                                  "state": q["state"]})
+                    target = (
+                        q["redirect_uri"] + "?" + urlencode({"code": "code-1", "state": q["state"]})
+                    )
                     self.send_response(302)
                     self.send_header("Location", target)
                     self.end_headers()
@@ -696,11 +700,23 @@ class _FakeProvider:
                 length = int(self.headers.get("Content-Length", 0))
                 form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
                 now = int(utcnow().timestamp())
-                claims = {"iss": provider.issuer, "aud": client_id, "iat": now, "exp": now + 300,
-                          "nonce": nonces.get(form.get("code", ""), ""), **identity}
+                claims = {
+                    "iss": provider.issuer,
+                    "aud": client_id,
+                    "iat": now,
+                    "exp": now + 300,
+                    "nonce": nonces.get(form.get("code", ""), ""),
+                    **identity,
+                }
                 token = jwt.encode({"alg": "RS256", "kid": "k1"}, claims, key)
-                self._json({"access_token": "at", "token_type": "Bearer", "expires_in": 300,
-                            "id_token": token})
+                self._json(
+                    {
+                        "access_token": "at",
+                        "token_type": "Bearer",
+                        "expires_in": 300,
+                        "id_token": token,
+                    }
+                )
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.issuer = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -801,8 +817,13 @@ def test_real_oidc_redirect_signs_the_mapped_user_in(sqlite_url: str, tmp_path: 
         assert "_streamlit_user" in cookie and xsrf, log.read_text()[-2000:]
         # What the browser's page sends: its cookies, its origin (Streamlit checks the identity
         # cookie's origin) and the XSRF token as the second websocket subprotocol.
-        async with websockets.connect(ws_url, subprotocols=["streamlit", xsrf], max_size=None,
-                                      origin=base, additional_headers={"Cookie": cookie}) as ws:
+        async with websockets.connect(
+            ws_url,
+            subprotocols=["streamlit", xsrf],
+            max_size=None,
+            origin=base,
+            additional_headers={"Cookie": cookie},
+        ) as ws:
             signed_in = await _run_over_websocket(ws)
             logout_id = signed_in["ids"].get("Sign out")
             left = await _run_over_websocket(ws, [logout_id]) if logout_id else {}

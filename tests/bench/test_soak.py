@@ -70,8 +70,9 @@ def _claim_all(url: str, campaign_id: int, user_id: int) -> list[str]:
     return got
 
 
-async def _ui_run(ws: Any, widgets: list[tuple[str, Any]] | None = None,
-                  page: str = "") -> tuple[dict[str, str], dict[str, str]]:
+async def _ui_run(
+    ws: Any, widgets: list[tuple[str, Any]] | None = None, page: str = ""
+) -> tuple[dict[str, str], dict[str, str]]:
     """One script run over Streamlit's websocket: widget ids by label, page hashes by path."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -111,8 +112,9 @@ async def _open_label_page(base: str, name: str, password: str, done: asyncio.Ev
     ws_url = base.replace("http://", "ws://") + "/_stcore/stream"
     async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None) as ws:
         ids, _ = await _ui_run(ws)
-        _, pages = await _ui_run(ws, [(ids["Name"], name), (ids["Password"], password),
-                                      (ids["Sign in"], True)])
+        _, pages = await _ui_run(
+            ws, [(ids["Name"], name), (ids["Password"], password), (ids["Sign in"], True)]
+        )
         assert "label" in pages, f"{name} did not get the label page: {sorted(pages)}"
         await _ui_run(ws, page=pages["label"])
         await done.wait()

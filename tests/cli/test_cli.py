@@ -58,8 +58,11 @@ def test_import_frame_strict_writes_nothing(sqlite_url, seed_record, tmp_path) -
     result = run(sqlite_url, "import-frame", str(bad), "--strict", "--json")
     assert result.exit_code == 3
     assert json.loads(result.stdout)["inserted"] == 0
-    check = run(sqlite_url, "import-frame", str(write_jsonl(tmp_path / "g.jsonl",
-                                                            [make_record(seed_record, "W2")])))
+    check = run(
+        sqlite_url,
+        "import-frame",
+        str(write_jsonl(tmp_path / "g.jsonl", [make_record(seed_record, "W2")])),
+    )
     assert "1 inserted" in check.output  # W2 was not written by the aborted run
 
 

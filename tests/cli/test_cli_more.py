@@ -159,8 +159,7 @@ def test_agreement_json_is_strict_json_with_the_documented_keys(demo_url, tmp_pa
     assert cats["percent_agreement"] == 1.0
     assert cats["labels"]["Bibliometrics"]["krippendorff_alpha"] is None  # no variation
     # 4 common works per pair: every pair is reported (the old minimum of 10 dropped them all).
-    kappas = {(p["a"], p["b"], p["question"]): (p["n"], p["cohen_kappa"])
-              for p in report["pairs"]}
+    kappas = {(p["a"], p["b"], p["question"]): (p["n"], p["cohen_kappa"]) for p in report["pairs"]}
     assert kappas[("ann", "bob", "about_ca_system")] == (4, 1.0)
     assert kappas[("ann", "cy", "genre")] == (4, 0.0)
     assert kappas[("ann", "bob", "genre")] == (4, None)  # one answer throughout: undefined
@@ -173,7 +172,8 @@ def test_agreement_json_is_strict_json_with_the_documented_keys(demo_url, tmp_pa
     assert strict["pairs"] == [] and strict["min_pair_n"] == 5
     assert len(strict["pairs_left_out"]) == 9
     assert strict["pairs_left_out"][0]["reason"] == (
-        "4 common works, fewer than the minimum of 5 (--min-pair-n)")
+        "4 common works, fewer than the minimum of 5 (--min-pair-n)"
+    )
     text = run(demo_url, "agreement", "--campaign", "pilot", "--min-pair-n", "5").output
     assert "Pairs left out (fewer than 5 common works)" in text
     too_small = CliRunner().invoke(main, ["--db", demo_url, "agreement", "--min-pair-n", "1"])

@@ -38,13 +38,16 @@ FLOATS = st.floats() | st.sampled_from([float("nan"), float("inf"), -float("inf"
 LEAVES = st.none() | st.booleans() | st.integers() | FLOATS | st.text(max_size=12)
 ANY_JSON = st.recursive(
     LEAVES,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
-                                                                max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 IDS = st.one_of(
-    st.builds(fresh_id), st.sampled_from(["W1", "W2", "w3", "https://openalex.org/W4"]),
-    st.sampled_from(["W" + "1" * 40, "W１０００００4", "", "X1", "W1\x00"]), ANY_JSON,
+    st.builds(fresh_id),
+    st.sampled_from(["W1", "W2", "w3", "https://openalex.org/W4"]),
+    st.sampled_from(["W" + "1" * 40, "W１０００００4", "", "X1", "W1\x00"]),
+    ANY_JSON,
 )
 
 
@@ -164,23 +167,26 @@ def sqlite_engine_shared(sqlite_db: str) -> Iterator[Engine]:
 
 @settings(max_examples=150, **SETTINGS)
 @given(data=byte_file(), strict=st.booleans())
-def test_import_frame_cli_of_arbitrary_bytes(sqlite_db: str, sqlite_engine_shared: Engine,
-                                             workdir: Path, data: bytes, strict: bool) -> None:
+def test_import_frame_cli_of_arbitrary_bytes(
+    sqlite_db: str, sqlite_engine_shared: Engine, workdir: Path, data: bytes, strict: bool
+) -> None:
     check_import(sqlite_db, sqlite_engine_shared, workdir, data, strict)
 
 
 @settings(max_examples=150, **SETTINGS)
 @given(data=json_file(), strict=st.booleans())
-def test_import_frame_cli_of_arbitrary_json(sqlite_db: str, sqlite_engine_shared: Engine,
-                                            workdir: Path, data: bytes, strict: bool) -> None:
+def test_import_frame_cli_of_arbitrary_json(
+    sqlite_db: str, sqlite_engine_shared: Engine, workdir: Path, data: bytes, strict: bool
+) -> None:
     check_import(sqlite_db, sqlite_engine_shared, workdir, data, strict)
 
 
 @pytest.mark.pg
 @settings(max_examples=30, **SETTINGS)
 @given(data=byte_file() | json_file(), strict=st.booleans())
-def test_import_frame_cli_on_postgresql(pg_url: str, workdir: Path, data: bytes,
-                                        strict: bool) -> None:
+def test_import_frame_cli_on_postgresql(
+    pg_url: str, workdir: Path, data: bytes, strict: bool
+) -> None:
     engine = make_engine(pg_url)
     try:
         check_import(pg_url, engine, workdir, data, strict)

@@ -573,7 +573,7 @@ def test_storage_faults_are_told_apart_from_other_errors() -> None:
         with pytest.raises(OperationalError), storage_errors("Not saved"):
             raise wrapped(other)
     with pytest.raises(StorageFull) as caught, storage_errors("Not saved"):
-        raise wrapped(psycopg.errors.DiskFull("could not extend file \"base/1/2\"\nDETAIL: x"))
+        raise wrapped(psycopg.errors.DiskFull('could not extend file "base/1/2"\nDETAIL: x'))
     assert str(caught.value) == (
         'Not saved: the database\'s disk is full (could not extend file "base/1/2")'
     )
@@ -638,7 +638,11 @@ def test_label_page_says_not_saved_and_keeps_the_answers(
     assert data["work_id"] == shown["work_id"]  # the same work, the answers as sent
     draft = data["draft"]
     assert (draft["answers"], draft["confidence"], draft["flagged"], draft["note"]) == (
-        typed, 3, True, note)
+        typed,
+        3,
+        True,
+        note,
+    )
 
     storage.lift()
     browser.submit(at, typed, confidence=3, flagged=True, note=note)

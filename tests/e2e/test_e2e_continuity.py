@@ -27,8 +27,12 @@ from tests.browser import type_work as model
 from tests.e2e.test_e2e_label import assert_row, stored, type_keys, wait_for_labels
 from tests.label_page import PASSWORD, build_label_db
 
-pytestmark = [pytest.mark.e2e, pytest.mark.skipif(
-    not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)"
+    ),
+]
 DRAFTS = "() => Object.keys(localStorage).filter((k) => k.startsWith('labeling.draft|'))"
 SIGN_IN = "h1:has-text('Sign in')"
 
@@ -140,8 +144,7 @@ def test_a_second_tab_never_stores_a_work_twice(server: tuple[str, str], browser
     sign_in(one, base, "annotator2", PASSWORD)
     work = title(one)
     one.locator(".lf-title").click()
-    type_keys(one, ["1", "ArrowDown", "1", "1", "1", "1", "1", "L"], (0.03, 0.03),
-              random.Random(0))
+    type_keys(one, ["1", "ArrowDown", "1", "1", "1", "1", "1", "L"], (0.03, 0.03), random.Random(0))
     two = new_page(context)
     two.goto(base + "/")  # a new tab: signed in from the cookie
     two.wait_for_selector(".lf-title")
@@ -172,8 +175,9 @@ def test_a_bad_cookie_gives_the_sign_in_page_and_roles_hold(
     base, url = server
     engine = get_engine(url)
     gone = add_user(engine, "gone", "annotator", PASSWORD)
-    stale = create_session(engine, get_user(engine, "annotator").id,
-                           now=utcnow() - timedelta(hours=3))
+    stale = create_session(
+        engine, get_user(engine, "annotator").id, now=utcnow() - timedelta(hours=3)
+    )
     deactivated = create_session(engine, gone.id)
     set_active(engine, "gone", False)
     for value in (new_token(), stale, deactivated, "not a token"):

@@ -39,8 +39,18 @@ SVG = "<svg onload=window.__pwned=1>"
 JS_LINK = "[link](javascript:window.__pwned=1)"
 REMOTE = "![img](http://127.0.0.1:1/x.png)"
 FORMULAS = ['=HYPERLINK("http://evil")', "+cmd|' /C calc'!A0", "@SUM(1)", "-2+3+cmd|' /C x'!A0"]
-PAYLOADS = [SCRIPT, IMG, SVG, JS_LINK, REMOTE, "**bold**", "$x$", *FORMULAS[:3],
-            "line\u2028separator", "\u202eevil"]
+PAYLOADS = [
+    SCRIPT,
+    IMG,
+    SVG,
+    JS_LINK,
+    REMOTE,
+    "**bold**",
+    "$x$",
+    *FORMULAS[:3],
+    "line\u2028separator",
+    "\u202eevil",
+]
 HOSTILE = " | ".join(PAYLOADS)
 BIG = (HOSTILE + " ") * (200_000 // (len(HOSTILE) + 1) + 1)  # a 200 KB title
 BIG = BIG[:200_000]
@@ -56,8 +66,15 @@ PAGES = {  # role -> pages it may open (besides home), each with the selector it
     "exporter": ["Export"],
     "admin": ["Campaigns", "Export", "Admin"],
 }
-WAIT = {"Home": "h1", "Label": ".lf-title", "Campaigns": "h1", "Monitor": "h1",
-        "Adjudicate": ".af .lf-title", "Export": "h1", "Admin": "h1"}
+WAIT = {
+    "Home": "h1",
+    "Label": ".lf-title",
+    "Campaigns": "h1",
+    "Monitor": "h1",
+    "Adjudicate": ".af .lf-title",
+    "Export": "h1",
+    "Admin": "h1",
+}
 
 INJECTED = """() => {
     // Elements a payload would create: event-handler attributes anywhere, javascript: links,
@@ -80,8 +97,9 @@ INJECTED = """() => {
 }"""
 
 
-def label(engine: Engine, schema: Schema, name: str, campaign: str, variant: int, *,
-          skip: bool = False) -> str:
+def label(
+    engine: Engine, schema: Schema, name: str, campaign: str, variant: int, *, skip: bool = False
+) -> str:
     """`name` claims their next work of a campaign and labels (or skips) it with HOSTILE notes."""
     return label_next(engine, schema, campaign, name, {} if skip else answers_for(schema, variant),
                       skipped=skip, skip_reason="other" if skip else None, flagged=True,
@@ -98,8 +116,14 @@ def hostile_db(tmp: Path) -> tuple[str, dict[str, Any]]:
     records = seed_records(6)
     titles = [BIG, *FORMULAS, HOSTILE]
     for rec, title in zip(records, titles, strict=True):
-        rec.update(title=title, venue=VENUE, doi="10.1234/" + SCRIPT + JS_LINK,
-                   keywords="; ".join(PAYLOADS[:7]), funders=IMG, has_abstract=True)
+        rec.update(
+            title=title,
+            venue=VENUE,
+            doi="10.1234/" + SCRIPT + JS_LINK,
+            keywords="; ".join(PAYLOADS[:7]),
+            funders=IMG,
+            has_abstract=True,
+        )
         rec["machine_scores"]["note"] = HOSTILE
     frame = tmp / "frame.jsonl"
     frame.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
@@ -119,8 +143,7 @@ def hostile_db(tmp: Path) -> tuple[str, dict[str, Any]]:
     label(engine, schema, OTHERS[1], CAMPAIGNS[1], 0)
     label(engine, schema, OTHERS[0], CAMPAIGNS[1], 0, skip=True)
     engine.dispose()
-    return url, {"disputed": disputed, "validated": validated, "titles": titles,
-                 "records": records}
+    return url, {"disputed": disputed, "validated": validated, "titles": titles, "records": records}
 
 
 def sign_in_as(page: Any, base: str, name: str) -> None:
@@ -150,8 +173,13 @@ def text_of(page: Any, selector: str) -> str:
 
     Input values count as shown text too: a selectbox shows its choice in an input.
     """
-    return "\n".join(page.eval_on_selector_all(selector, """els => els.map(e => e.textContent
-        + [...e.querySelectorAll('input')].map(i => '\\n' + i.value).join(''))"""))
+    return "\n".join(
+        page.eval_on_selector_all(
+            selector,
+            """els => els.map(e => e.textContent
+        + [...e.querySelectorAll('input')].map(i => '\\n' + i.value).join(''))""",
+        )
+    )
 
 
 def literal_checks(page: Any, title: str, db: dict[str, Any], name: str, role: str) -> list[str]:
@@ -227,8 +255,9 @@ def test_csv_export_neutralises_formulas(tmp_path: Path) -> None:
     engine = get_engine(url)
     schema = load_schema(DEFAULT_SCHEMA)
     out = tmp_path / "gold.csv"
-    result = export_gold(engine, schema, out, fmt="csv", filters=ExportFilters(status="all"),
-                         long=True)
+    result = export_gold(
+        engine, schema, out, fmt="csv", filters=ExportFilters(status="all"), long=True
+    )
     files = [out] + ([Path(result.long_path)] if result.long_path else [])
     cells: list[str] = []
     csv.field_size_limit(1_000_000)  # the 200 KB title is one cell

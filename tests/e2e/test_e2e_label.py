@@ -58,8 +58,9 @@ def stored(url: str, user: str) -> list[Label]:
 
     with read_session(get_engine(url)) as session:
         uid = session.execute(select(User.id).where(User.name == user)).scalar_one()
-        rows = list(session.execute(
-            select(Label).where(Label.user_id == uid).order_by(Label.id)).scalars())
+        rows = list(
+            session.execute(select(Label).where(Label.user_id == uid).order_by(Label.id)).scalars()
+        )
         session.expunge_all()
     return rows
 
@@ -84,8 +85,14 @@ def type_keys(page: Any, keys: list[str], gap: tuple[float, float], rng: random.
 def assert_row(row: Label, want: Typed) -> None:
     """A stored label is exactly what the keys typed."""
     got = (row.answers, row.confidence, row.flagged, row.note, row.skipped, row.skip_reason)
-    expect = (want.answers, want.confidence, want.flagged, want.note,
-              want.skip_reason is not None, want.skip_reason)
+    expect = (
+        want.answers,
+        want.confidence,
+        want.flagged,
+        want.note,
+        want.skip_reason is not None,
+        want.skip_reason,
+    )
     assert got == expect, f"keys {' '.join(want.keys)}"
 
 
@@ -99,8 +106,16 @@ def test_ten_works_typed_30ms_apart_are_stored_exactly_as_typed(tmp_path: Path) 
         sign_in(page, base, "annotator", "demo")  # lands on Label; keys work at once
         page.evaluate(WATCH_VIEW)
         sent = watch_websocket(page)
-        plans = [plan_work(rng, questions, skip=2 if i == 3 else 0, flag=i in (1, 6),
-                           note="see refs 2" if i == 2 else "") for i in range(10)]
+        plans = [
+            plan_work(
+                rng,
+                questions,
+                skip=2 if i == 3 else 0,
+                flag=i in (1, 6),
+                note="see refs 2" if i == 2 else "",
+            )
+            for i in range(10)
+        ]
         typed = [type_work(keys, questions) for keys in plans]
         titles = [title(page)]
         # One work's keys alone: no message to the server until Enter. D opens the active
@@ -110,8 +125,7 @@ def test_ten_works_typed_30ms_apart_are_stored_exactly_as_typed(tmp_path: Path) 
         assert len(sent) == before, "a key other than Enter reached the server"
         assert page.locator(".lf-codebook").count() == 1
         type_keys(page, plans[0][-1:], (0.03, 0.03), rng)
-        page.wait_for_function(f"document.querySelector('.lf-title').textContent !== "
-                               f"{titles[0]!r}")
+        page.wait_for_function(f"document.querySelector('.lf-title').textContent !== {titles[0]!r}")
         assert page.locator(".lf-codebook").count() == 0
         edit = ["b", "t", "4", "Enter"]  # after work 6: edit it (domain -> option 4), save
         for i, keys in enumerate(plans[1:], start=1):
@@ -149,9 +163,11 @@ def test_keys_typed_0_to_10ms_apart_across_enter_all_count(tmp_path: Path) -> No
     with streamlit_server(url, tmp_path / "streamlit.log") as base, chromium_page() as page:
         sign_in(page, base, "annotator2", "demo")
         page.select_option(".lf-campaign", label="demo-sample")  # the mouse picks a campaign
-        page.wait_for_function("document.querySelector('.lf-progress') && document"
-                               ".querySelector('.lf-progress').textContent"
-                               ".startsWith('demo-sample')")
+        page.wait_for_function(
+            "document.querySelector('.lf-progress') && document"
+            ".querySelector('.lf-progress').textContent"
+            ".startsWith('demo-sample')"
+        )
         settle(page)
         plans = [plan_work(rng, questions) for _ in range(6)]
         plans[2] = plans[2] + ["Enter"]  # a double Enter: the second is ignored
@@ -225,12 +241,14 @@ def test_a_lead_settles_a_dispute_with_a_handful_of_keys(tmp_path: Path) -> None
         settle(page)
         assert page.locator(".af-table .af-disagree .af-q").all_inner_texts() == ["genre"]
         page.keyboard.press("Enter")  # genre has no majority: refused, said
-        page.wait_for_function("document.querySelector('.lf-msg').textContent"
-                               ".startsWith('No majority on genre')")
+        page.wait_for_function(
+            "document.querySelector('.lf-msg').textContent.startsWith('No majority on genre')"
+        )
         for key in ["3", "Tab", *"codebook 4.1", "Enter"]:  # genre -> option 3, reason, Enter
             press(page, key)
-        page.wait_for_function("document.querySelector('.lf-msg').textContent"
-                               ".includes('validated by adjudication')")
+        page.wait_for_function(
+            "document.querySelector('.lf-msg').textContent.includes('validated by adjudication')"
+        )
     from tests.pages.test_lead_pages import work as stored_work
 
     row = stored_work(url, work)

@@ -39,8 +39,8 @@ if "export" not in main.commands:
 
 PAGE = Path(__file__).resolve().parents[2] / "pages" / "export.py"
 HOSTILE = {
-    "W01": "=HYPERLINK(\"http://x\",\"click\")",
-    "W02": "Quotes \"inside\", commas,\nnewlines and a line\u2028separator",
+    "W01": '=HYPERLINK("http://x","click")',
+    "W02": 'Quotes "inside", commas,\nnewlines and a line\u2028separator',
     "W03": "日本語のタイトル: Ελληνικά и русский",
     "W04": "+1 -2 @sum\ttab",
     "W05": "-minus first",
@@ -182,7 +182,8 @@ def test_parquet_row_groups_do_not_depend_on_chunking(
     meta = pq.ParquetFile(tmp_path / "a.parquet").metadata
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [3, 3, 1]
     assert list(pq.read_table(tmp_path / "a.parquet")["work_id"].to_pylist()) == sorted(
-        pq.read_table(tmp_path / "b.parquet")["work_id"].to_pylist())
+        pq.read_table(tmp_path / "b.parquet")["work_id"].to_pylist()
+    )
 
 
 @pytest.mark.parametrize("cell", ["=1+1", "+1", "-1", "@SUM(A1)", "\tx", "\rx"])
@@ -193,8 +194,9 @@ def test_neutralise_each_formula_start(cell: str) -> None:
 
     assert neutralise(cell) == "'" + cell
     assert neutralise("plain =") == "plain ="
-    table = pa.table({"text": [cell, "plain =", None, ""],
-                      "labels": [[cell, "b"], ["b", cell], None, []]})
+    table = pa.table(
+        {"text": [cell, "plain =", None, ""], "labels": [[cell, "b"], ["b", cell], None, []]}
+    )
     ready = csv_ready(table).to_pydict()
     assert ready["text"] == ["'" + cell, "plain =", None, ""]
     assert ready["labels"] == ["'" + cell + ";b", "b;" + cell, None, ""]
@@ -278,9 +280,7 @@ def test_manifest_and_export_record(gold: Engine, schema: Schema, tmp_path: Path
     assert rec.filters["long"] is True and rec.filters["status"] == "labelled"
 
 
-def test_pseudonyms_are_stable_and_hide_names(
-    gold: Engine, schema: Schema, tmp_path: Path
-) -> None:
+def test_pseudonyms_are_stable_and_hide_names(gold: Engine, schema: Schema, tmp_path: Path) -> None:
     out = tmp_path / "p.jsonl"
     _export(gold, schema, out, "jsonl", long=True, pseudonymize=True)
     text = out.read_text("utf-8") + long_path(out, "jsonl").read_text("utf-8")
@@ -323,8 +323,11 @@ def test_round_trip_through_import_labels(
     assert summary.rejected == 0, summary.problems
     second = tmp_path / f"second.{fmt}"
     _export(fresh, schema, second, fmt, campaign="main", long=True)
-    a, b = (_records(first, fmt), _records(second, fmt)) if fmt != "parquet" else (
-        pq.read_table(first).to_pylist(), pq.read_table(second).to_pylist())
+    a, b = (
+        (_records(first, fmt), _records(second, fmt))
+        if fmt != "parquet"
+        else (pq.read_table(first).to_pylist(), pq.read_table(second).to_pylist())
+    )
     # W05 was adjudicated (a lead's decision, not a label): the labels alone leave it disputed.
     a = [r for r in a if r["validation_method"] == "rule"]
     assert [r["work_id"] for r in a] == [r["work_id"] for r in b] == ["W01", "W02", "W03", "W04"]

@@ -273,7 +273,10 @@ def test_bad_snapshot_token_is_refused(engine: Engine) -> None:
 
 
 def test_cli_processes_flag_and_setting(
-    many: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    many: Engine,
+    schema: Schema,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
 ) -> None:
     """--processes, else LABELING_EXPORT_PROCESSES, reaches the export; a bad value is

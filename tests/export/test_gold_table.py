@@ -40,12 +40,23 @@ def _submit(engine: Engine, schema: Schema, cid: int, uid: int, wid: str, answer
             *, edit: bool = False, skipped: bool = False) -> None:  # fmt: skip
     """Submit (or edit) one label."""
     fn = edit_label if edit else submit_label
-    fn(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=uid, answers=answers, skipped=skipped,
-        skip_reason="other" if skipped else None, schema_hash=schema.hash, scores_visible=True,
-        model_version=V1, time_on_item_ms=900,
-        submission_id=f"{cid}-{uid}-{wid}-{edit}-{skipped}",
-    ), schema=schema)
+    fn(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=uid,
+            answers=answers,
+            skipped=skipped,
+            skip_reason="other" if skipped else None,
+            schema_hash=schema.hash,
+            scores_visible=True,
+            model_version=V1,
+            time_on_item_ms=900,
+            submission_id=f"{cid}-{uid}-{wid}-{edit}-{skipped}",
+        ),
+        schema=schema,
+    )
 
 
 @pytest.fixture
@@ -131,8 +142,11 @@ def test_missing_or_stale_machine_columns_are_recomputed(
     a = export_gold(varied, schema, first, fmt="parquet", filters=ExportFilters(status="all"))
     with write_session(varied) as session:
         session.execute(update(Work).where(Work.id.in_(IDS[:3])).values(machine=None))
-        session.execute(update(Work).where(Work.id.in_(IDS[3:6])).values(
-            machine='["stale"]', machine_hash="0000000000000000"))
+        session.execute(
+            update(Work)
+            .where(Work.id.in_(IDS[3:6]))
+            .values(machine='["stale"]', machine_hash="0000000000000000")
+        )
     b = export_gold(varied, schema, tmp_path / "b.parquet", fmt="parquet",
                     filters=ExportFilters(status="all"))  # fmt: skip
     assert a.sha256 == b.sha256
@@ -180,7 +194,9 @@ def test_export_snapshot_ignores_later_commits(engine: Engine) -> None:
         assert conn.execute(query).scalars().all() == ["before"]  # every statement alike
     with read_session(engine) as session:
         assert session.execute(select(User.name).order_by(User.name)).scalars().all() == [
-            "after", "before"]
+            "after",
+            "before",
+        ]
 
 
 def test_reimport_refreshes_machine_columns_of_unchanged_records(

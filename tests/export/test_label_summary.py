@@ -108,7 +108,10 @@ def test_export_is_the_same_with_stored_or_recomputed_summaries(
 
 @pytest.mark.parametrize("sparse", [4, 0])
 def test_a_label_row_written_directly_is_seen(
-    summarised: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    summarised: Engine,
+    schema: Schema,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     sparse: int,
 ) -> None:
     """A label row the summaries do not count makes the export read that work's labels
@@ -172,8 +175,14 @@ def test_row_by_row_and_arrow_summaries_agree(engine: Engine, schema: Schema, se
         for wid in ids:
             for _ in range(rng.randrange(0, 7)):
                 c, u = rng.choice(camps), rng.choice(users)
-                v = 1 + session.execute(select(func.count()).where(
-                    Label.work_id == wid, Label.campaign_id == c, Label.user_id == u)).scalar_one()
+                v = (
+                    1
+                    + session.execute(
+                        select(func.count()).where(
+                            Label.work_id == wid, Label.campaign_id == c, Label.user_id == u
+                        )
+                    ).scalar_one()
+                )
                 answers = {k: val for k, val in answers_for(schema, rng.randrange(3)).items()
                            if rng.random() < 0.8}  # fmt: skip
                 session.add(Label(

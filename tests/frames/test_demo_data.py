@@ -122,6 +122,7 @@ def test_records_are_seed_shaped(frame: dict, seed_record: dict, schema: Schema)
 
 def test_queue_top_is_plausible(frame: dict) -> None:
     """Most works score low; the top of a score queue is about research and publishing."""
+
     def score(rec: dict) -> float:
         return max(rec["machine_scores"]["score_opus"], rec["machine_scores"]["score_gpt"])
 
@@ -190,8 +191,9 @@ def test_script_reproduces_bundled_files(tmp_path: Path) -> None:
 
 
 # The score queues open on five works with an abstract; the sample's order is its random draw.
-@pytest.mark.parametrize(("campaign", "n"),
-                         [("demo-top", 5), ("demo-blind", 5), ("demo-sample", 2)])
+@pytest.mark.parametrize(
+    ("campaign", "n"), [("demo-top", 5), ("demo-blind", 5), ("demo-sample", 2)]
+)
 def test_demo_queues_open_on_works_with_an_abstract(tmp_path: Path, campaign: str, n: int) -> None:
     """The first works an annotator meets in each demo campaign have an abstract to read."""
     from sqlalchemy import select
@@ -206,11 +208,17 @@ def test_demo_queues_open_on_works_with_an_abstract(tmp_path: Path, campaign: st
     engine = init_db(f"sqlite:///{tmp_path / 'demo.db'}")
     build_demo(engine, load_schema(DEFAULT_SCHEMA))
     with read_session(engine) as session:
-        states = session.execute(
-            select(AbstractCache.state)
-            .join(CampaignItem, CampaignItem.work_id == AbstractCache.work_id)
-            .join(Campaign, Campaign.id == CampaignItem.campaign_id)
-            .where(Campaign.name == campaign).order_by(CampaignItem.position).limit(n)
-        ).scalars().all()
+        states = (
+            session.execute(
+                select(AbstractCache.state)
+                .join(CampaignItem, CampaignItem.work_id == AbstractCache.work_id)
+                .join(Campaign, Campaign.id == CampaignItem.campaign_id)
+                .where(Campaign.name == campaign)
+                .order_by(CampaignItem.position)
+                .limit(n)
+            )
+            .scalars()
+            .all()
+        )
     engine.dispose()
     assert states == ["ok"] * n

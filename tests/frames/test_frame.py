@@ -122,8 +122,10 @@ def _bad_lines(seed: dict) -> list[tuple[str, str]]:
         (json.dumps(bool_score), "expected a number in [0, 1], got bool"),
         (json.dumps({"id": "X12"}), "is not an OpenAlex work id"),
         ("[1, 2]", "expected a JSON object"),
-        ('{"id": "W7", "prediction": {"teacher_disagreement_score": NaN}}',
-         "prediction.teacher_disagreement_score: score NaN: a number in [0, 1] expected"),
+        (
+            '{"id": "W7", "prediction": {"teacher_disagreement_score": NaN}}',
+            "prediction.teacher_disagreement_score: score NaN: a number in [0, 1] expected",
+        ),
         (json.dumps({"id": "W2"}), "duplicate id W2 within the file"),
     ]
 
@@ -220,8 +222,9 @@ def test_consistency_warnings(schema, seed_record, change, expected):
 
 
 def test_consistent_record_has_no_warnings(schema, seed_record):
-    rec = make_record(seed_record, "W1", prediction__genre_gemma="methods",
-                      prediction__genre_candidate="methods")
+    rec = make_record(
+        seed_record, "W1", prediction__genre_gemma="methods", prediction__genre_candidate="methods"
+    )
     assert check_record(rec, schema).warnings == []
 
 

@@ -123,15 +123,24 @@ def test_long_id_late_in_the_file_via_the_cli(db_url: str, seed_record: dict,
 
 # ------------------------------------------------------------ failures part-way (items 2, 3)
 
+
 def _refuse_inserts(engine: Engine, table: str, when: str) -> None:
     """A trigger that makes the database itself refuse some inserts (a real database error)."""
     with engine.begin() as conn:
         if engine.dialect.name == "sqlite":
-            conn.execute(text(f"CREATE TRIGGER refuse BEFORE INSERT ON {table} WHEN {when} "
-                              "BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END"))
+            conn.execute(
+                text(
+                    f"CREATE TRIGGER refuse BEFORE INSERT ON {table} WHEN {when} "
+                    "BEGIN SELECT RAISE(ABORT, 'refused by the test trigger'); END"
+                )
+            )
         else:
-            conn.execute(text("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
-                              "$$ BEGIN RAISE EXCEPTION 'refused by the test trigger'; END $$"))
+            conn.execute(
+                text(
+                    "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                    "$$ BEGIN RAISE EXCEPTION 'refused by the test trigger'; END $$"
+                )
+            )
             conn.execute(text(f"CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW "
                               f"WHEN ({when}) EXECUTE FUNCTION refuse()"))  # fmt: skip
 
@@ -255,6 +264,7 @@ def test_migration_0006_says_how_earlier_runs_ended(engine: Engine) -> None:
 
 # ------------------------------------------------------------ odd files (items 6, 11)
 
+
 @pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
 def test_a_utf8_bom_before_line_1_is_accepted(engine: Engine, schema: Schema, seed_record: dict,
                                               tmp_path: Path, gz: bool) -> None:  # fmt: skip
@@ -373,6 +383,7 @@ def test_invalid_json_without_nan_keeps_the_parser_message(schema: Schema) -> No
 
 
 # ------------------------------------------------------------ work ids (item 7)
+
 
 @pytest.mark.parametrize(("value", "expected"), [
     ("W123", "W123"), ("w123", "W123"), (" https://openalex.org/W42 ", "W42"),

@@ -79,13 +79,17 @@ def ids_present(engine: Engine, ids: list[str]) -> set[str]:
 
 GOOD, BAD, MAYBE, BLANK = "good", "bad", "maybe", "blank"
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=20),
 )
 JSONISH = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 # fields whose type the importer checks, with a value of a wrong type for each
@@ -186,8 +190,9 @@ def expected_stop(raws: list[bytes]) -> int | None:
     return run[0] if run and len(run) == len(nonblank) else None
 
 
-def _frame_check(engine: Engine, workdir: Path, lines: list[tuple[str, bytes]],
-                 strict: bool) -> None:
+def _frame_check(
+    engine: Engine, workdir: Path, lines: list[tuple[str, bytes]], strict: bool
+) -> None:
     before = n_works(engine)
     path = write_lines(workdir / f"{uuid.uuid4().hex}.jsonl", [raw for _, raw in lines])
     stop = expected_stop([raw for _, raw in lines])
@@ -269,8 +274,10 @@ def test_frame_import_of_a_10_mb_title(shared_engine: Engine, tmp_path: Path) ->
     """A 10 MB title is stored whole next to a normal line; nothing is truncated."""
     big_id, small_id = fresh_id(), fresh_id()
     big = make_record(SEED, big_id, title="x" * (10 * 1024 * 1024))
-    path = write_lines(tmp_path / "big.jsonl", [json.dumps(big).encode(),
-                                                 json.dumps(make_record(SEED, small_id)).encode()])
+    path = write_lines(
+        tmp_path / "big.jsonl",
+        [json.dumps(big).encode(), json.dumps(make_record(SEED, small_id)).encode()],
+    )
     summary = import_frame(shared_engine, path, SCHEMA, progress=False)
     assert (summary.inserted, summary.rejected) == (2, 0)
     with read_session(shared_engine) as session:
@@ -303,11 +310,27 @@ def label_row(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     """(kind, row) of a labels file: good, or bad in one of many ways."""
     rng = random.Random(draw(st.integers(0, 2**32)))
     qname = draw(st.sampled_from(sorted(QUESTIONS)))
-    row: dict[str, Any] = {"work_id": "", "annotator": "", "question": qname,
-                           "value": _good_value(QUESTIONS[qname], rng)}
-    kind = draw(st.sampled_from(["good", "good", "no_work", "unknown_work", "no_annotator",
-                                 "unknown_question", "bad_value", "bad_confidence",
-                                 "bad_created"]))
+    row: dict[str, Any] = {
+        "work_id": "",
+        "annotator": "",
+        "question": qname,
+        "value": _good_value(QUESTIONS[qname], rng),
+    }
+    kind = draw(
+        st.sampled_from(
+            [
+                "good",
+                "good",
+                "no_work",
+                "unknown_work",
+                "no_annotator",
+                "unknown_question",
+                "bad_value",
+                "bad_confidence",
+                "bad_created",
+            ]
+        )
+    )
     if kind == "no_work":
         row["work_id"] = None
     elif kind == "unknown_work":
@@ -321,8 +344,8 @@ def label_row(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         junk = draw(st.text(st.characters(blacklist_categories=("Cs",)), max_size=15))
         if q.kind == "multi":  # a part that is no label ("" would mean: none chosen)
             row["value"] = "zz" + junk.replace(";", "")
-        elif draw(st.booleans()) or junk.strip() in q.labels or junk.strip().lower() in (
-            "yes", "no"
+        elif (
+            draw(st.booleans()) or junk.strip() in q.labels or junk.strip().lower() in ("yes", "no")
         ):
             row["value"] = ""
         else:
@@ -344,8 +367,9 @@ def _fill(rows: list[tuple[str, dict[str, Any]]], who: str) -> None:
             row["annotator"] = who
 
 
-def _labels_check(engine: Engine, path: Path, rows: list[tuple[str, dict[str, Any]]],
-                  lines: list[int]) -> None:
+def _labels_check(
+    engine: Engine, path: Path, rows: list[tuple[str, dict[str, Any]]], lines: list[int]
+) -> None:
     summary = import_labels(engine, path, SCHEMA, campaign="props")
     reported = [p.line for p in summary.problems]
     bad = {n for n, (kind, _) in zip(lines, rows, strict=True) if kind == "bad"}
@@ -382,7 +406,7 @@ def test_labels_import_csv_reports_bad_rows_by_line(
     shared_engine: Engine, workdir: Path, rows: list[tuple[str, dict[str, Any]]]
 ) -> None:
     """CSV labels (quoted cells, commas, quotes): bad rows reported with their line numbers."""
-    _fill(rows, f"ann, \"{uuid.uuid4().hex[:8]}\"")
+    _fill(rows, f'ann, "{uuid.uuid4().hex[:8]}"')
     buf = io.StringIO()
     cols = ["work_id", "annotator", "question", "value", "confidence", "created_at"]
     writer = csv.DictWriter(buf, cols)  # "\r\n" rows; cells with "\r" or "\n" get quoted
@@ -403,13 +427,29 @@ def test_labels_import_csv_reports_bad_rows_by_line(
 
 
 @PROPS
-@given(lines=st.lists(st.one_of(
-    st.binary(max_size=60).map(lambda b: b.decode("utf-8", "replace").replace("\n", "").encode()),
-    st.sampled_from([b"NaN", b'{"work_id": NaN}', b"[" * 50, b'{"a": 1, "a": 2}', b"{",
-                     b'{"work_id": "W80001", "annotator": "x", "question": "genre", '
-                     b'"value": Infinity}']),
-    JSONISH.map(lambda v: json.dumps(v).encode()),
-), min_size=1, max_size=8))
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.binary(max_size=60).map(
+                lambda b: b.decode("utf-8", "replace").replace("\n", "").encode()
+            ),
+            st.sampled_from(
+                [
+                    b"NaN",
+                    b'{"work_id": NaN}',
+                    b"[" * 50,
+                    b'{"a": 1, "a": 2}',
+                    b"{",
+                    b'{"work_id": "W80001", "annotator": "x", "question": "genre", '
+                    b'"value": Infinity}',
+                ]
+            ),
+            JSONISH.map(lambda v: json.dumps(v).encode()),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_labels_import_jsonl_junk_never_crashes(
     shared_engine: Engine, workdir: Path, lines: list[bytes]
 ) -> None:
@@ -433,15 +473,17 @@ def test_labels_import_jsonl_junk_never_crashes(
 
 
 @PROPS
-@given(text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=300),
-       header=st.booleans())
+@given(
+    text=st.text(st.characters(blacklist_categories=("Cs",)), max_size=300), header=st.booleans()
+)
 def test_labels_import_csv_junk_never_crashes(
     shared_engine: Engine, workdir: Path, text: str, header: bool
 ) -> None:
     """Junk CSV text, with or without a valid header: a summary or a LabelError naming it."""
     path = workdir / f"{uuid.uuid4().hex}.csv"
-    path.write_text(("work_id,annotator,question,value\n" if header else "") + text,
-                    encoding="utf-8")
+    path.write_text(
+        ("work_id,annotator,question,value\n" if header else "") + text, encoding="utf-8"
+    )
     try:
         summary = import_labels(shared_engine, path, SCHEMA, campaign="props")
     except LabelError as exc:
@@ -451,8 +493,7 @@ def test_labels_import_csv_junk_never_crashes(
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
-def test_labels_import_of_invalid_utf8(shared_engine: Engine, tmp_path: Path,
-                                       suffix: str) -> None:
+def test_labels_import_of_invalid_utf8(shared_engine: Engine, tmp_path: Path, suffix: str) -> None:
     """A labels file in the wrong encoding: a LabelError naming it, or the line rejected."""
     path = tmp_path / f"latin1{suffix}"
     row = {"work_id": "W80001", "annotator": "Jos\u00e9", "question": "genre", "value": "x"}
@@ -479,6 +520,7 @@ def test_labels_import_of_deeply_nested_jsonl(shared_engine: Engine, tmp_path: P
 
 # ------------------------------------------------------------------ schema loader
 
+
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -494,18 +536,35 @@ def _toml_value(v: Any) -> str:
 
 
 TOML_SCALAR = st.one_of(
-    st.booleans(), st.integers(-10, 10), st.floats(), st.text(max_size=12),
+    st.booleans(),
+    st.integers(-10, 10),
+    st.floats(),
+    st.text(max_size=12),
     st.sampled_from(["yes", "no", "a", "b", "c", "genre", "x;y"]),
 )
 TOML_VALUE = st.recursive(
     TOML_SCALAR,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.sampled_from(["codex", "gemma", "a", "b", "yes", "x y"]), inner,
-                      max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["codex", "gemma", "a", "b", "yes", "x y"]), inner, max_size=3
+        )
+    ),
     max_leaves=6,
 )
-QUESTION_KEYS = ["name", "kind", "labels", "threshold", "key", "prompt", "definition",
-                 "scores", "calls", "definitions", "extra"]
+QUESTION_KEYS = [
+    "name",
+    "kind",
+    "labels",
+    "threshold",
+    "key",
+    "prompt",
+    "definition",
+    "scores",
+    "calls",
+    "definitions",
+    "extra",
+]
 
 
 @st.composite
@@ -534,9 +593,11 @@ def schema_text(draw: st.DrawFn) -> str:
     for _ in range(draw(st.integers(0, 3))):
         out.append("[[question]]")
         good_kind = draw(st.sampled_from(["single", "multi", "binary", "other"]))
-        fields: dict[str, Any] = {"name": "q" + draw(st.text("abc_", max_size=3)),
-                                  "kind": good_kind,
-                                  "labels": ["yes", "no"] if good_kind == "binary" else ["a", "b"]}
+        fields: dict[str, Any] = {
+            "name": "q" + draw(st.text("abc_", max_size=3)),
+            "kind": good_kind,
+            "labels": ["yes", "no"] if good_kind == "binary" else ["a", "b"],
+        }
         for key in draw(st.lists(st.sampled_from(QUESTION_KEYS), max_size=4, unique=True)):
             fields[key] = draw(TOML_VALUE)
         for key, value in fields.items():

@@ -98,16 +98,23 @@ def test_access_table(role: str | None, page: str, allowed: bool) -> None:
             access.check(role, page)
 
 
-@pytest.mark.parametrize(("role", "lands_on"), [
-    ("annotator", "label"), ("lead", "monitor"), ("exporter", "export"), ("admin", "admin"),
-])
+@pytest.mark.parametrize(
+    ("role", "lands_on"),
+    [
+        ("annotator", "label"),
+        ("lead", "monitor"),
+        ("exporter", "export"),
+        ("admin", "admin"),
+    ],
+)
 def test_each_role_lands_on_its_main_page(app_env: str, role: str, lands_on: str) -> None:
     """After signing in, an annotator is on Label (not a near-empty Home), and so on."""
     at = login(role, "pw-" + role)
     assert not at.exception, at.exception
     if lands_on == "label":
         assert [e.proto.component_name for e in at.main.get("bidi_component")] == [
-            "labeling.label_form"]
+            "labeling.label_form"
+        ]
     else:
         assert at.title[0].value == lands_on.capitalize()
     assert not any(t.value == "Human validation" for t in at.title)

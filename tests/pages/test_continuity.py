@@ -26,8 +26,9 @@ app_db = pytest.fixture(_app_env.__wrapped__, name="app_db")  # one user per rol
 
 def cookie(at: AppTest) -> dict[str, Any] | None:
     """What the login cookie component was told in the last run (None: not mounted)."""
-    found = [e for e in at.get("bidi_component")
-             if e.proto.component_name == "labeling.session_cookie"]
+    found = [
+        e for e in at.get("bidi_component") if e.proto.component_name == "labeling.session_cookie"
+    ]
     return json.loads(found[-1].proto.json) if found else None
 
 
@@ -46,8 +47,13 @@ def signed_in_as(at: AppTest) -> str | None:
 def test_local_sign_in_writes_the_token_into_the_cookie(app_db: str) -> None:
     at = login("annotator", "pw-annotator")
     data = cookie(at)
-    assert data == {"op": "set", "name": COOKIE_NAME, "value": at.session_state["auth_token"],
-                    "max_age": 120 * 60, "stamp": at.session_state["auth_seen"]}
+    assert data == {
+        "op": "set",
+        "name": COOKIE_NAME,
+        "value": at.session_state["auth_token"],
+        "max_age": 120 * 60,
+        "stamp": at.session_state["auth_seen"],
+    }
     assert cookie(AppTest.from_file(str(APP), default_timeout=30).run()) is None
 
 
@@ -62,14 +68,19 @@ def test_a_reload_resumes_from_the_cookie_with_a_new_token(
     mine = again.session_state["auth_token"]
     assert mine != token and cookie(again)["value"] == mine  # rotated, and written back
     assert [e.proto.component_name for e in again.main.get("bidi_component")] == [
-        "labeling.label_form"]  # landed on the label page
+        "labeling.label_form"
+    ]  # landed on the label page
     # The first tab keeps working; at its next run it takes a token of its own. (AppTest
     # shows no sidebar on a plain rerun after a page switch: the label form proves the run.)
     first.run()
     assert not first.exception and first.main.get("bidi_component")
     assert first.session_state["auth_token"] not in (token, mine)
-    assert resolve_session(get_engine(app_db), first.session_state["auth_token"],
-                           idle_minutes=120).name == "annotator"
+    assert (
+        resolve_session(
+            get_engine(app_db), first.session_state["auth_token"], idle_minutes=120
+        ).name
+        == "annotator"
+    )
 
 
 def _long_ago() -> Any:
@@ -79,8 +90,9 @@ def _long_ago() -> Any:
     return utcnow() - timedelta(minutes=121)
 
 
-@pytest.mark.parametrize("kind", ["random", "malformed", "expired", "deactivated",
-                                  "role changed", "signed out"])
+@pytest.mark.parametrize(
+    "kind", ["random", "malformed", "expired", "deactivated", "role changed", "signed out"]
+)
 def test_anything_but_a_valid_cookie_gives_the_sign_in_page(
     app_db: str, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:

@@ -54,7 +54,7 @@ PAYLOADS = [
     "_",
     "\\",
     "') UNION SELECT password_hash FROM users --",
-    "\" UNION SELECT password_hash FROM users --",
+    '" UNION SELECT password_hash FROM users --',
     "W%",
     LONG,
 ]
@@ -73,8 +73,10 @@ def counts(engine: Engine) -> dict[str, int]:
     tables = set(inspect(engine).get_table_names())
     assert set(Base.metadata.tables) <= tables
     with read_session(engine) as session:
-        return {name: int(session.scalar(select(func.count()).select_from(table)) or 0)
-                for name, table in Base.metadata.tables.items()}
+        return {
+            name: int(session.scalar(select(func.count()).select_from(table)) or 0)
+            for name, table in Base.metadata.tables.items()
+        }
 
 
 @pytest.fixture
@@ -84,9 +86,16 @@ def world(db_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     schema = load_schema(DEFAULT_SCHEMA)
     disputed = label_pair(engine, schema, "top", (0, 1), note="a note")
     validated = label_pair(engine, schema, "top", (0, 0))
-    yield {"url": db_url, "engine": engine, "schema": schema, "disputed": disputed,
-           "validated": validated, "lead": get_user(engine, "lead").id,
-           "annotator": get_user(engine, "annotator").id, "before": counts(engine)}
+    yield {
+        "url": db_url,
+        "engine": engine,
+        "schema": schema,
+        "disputed": disputed,
+        "validated": validated,
+        "lead": get_user(engine, "lead").id,
+        "annotator": get_user(engine, "annotator").id,
+        "before": counts(engine),
+    }
     dispose_all()
 
 
@@ -142,7 +151,8 @@ def test_payload_user_names_are_stored_and_matched_literally(world: dict[str, An
     after = counts(engine)
     assert after["users"] == world["before"]["users"] + len(SHORT)
     assert {k: v for k, v in after.items() if k != "users"} == {
-        k: v for k, v in world["before"].items() if k != "users"}
+        k: v for k, v in world["before"].items() if k != "users"
+    }
 
 
 def test_campaign_names_and_filters_are_literal(world: dict[str, Any]) -> None:
@@ -153,22 +163,50 @@ def test_campaign_names_and_filters_are_literal(world: dict[str, Any]) -> None:
         with pytest.raises(CampaignError, match="no campaign"):
             get_campaign(engine, p)
         # A filter value is a value: no work has such a field, so the queue is empty.
-        info = create_campaign(engine, name=f"f{PAYLOADS.index(p)}", strategy="score_opus",
-                               filter={"field": [p]}, schema=schema)
+        info = create_campaign(
+            engine,
+            name=f"f{PAYLOADS.index(p)}",
+            strategy="score_opus",
+            filter={"field": [p]},
+            schema=schema,
+        )
         assert info.n_items == 0
         with pytest.raises(CampaignError):
-            create_campaign(engine, name=f"s{PAYLOADS.index(p)}", strategy="score_opus",
-                            filter={"status": [p]}, schema=schema)
+            create_campaign(
+                engine,
+                name=f"s{PAYLOADS.index(p)}",
+                strategy="score_opus",
+                filter={"status": [p]},
+                schema=schema,
+            )
         with pytest.raises(CampaignError):
-            create_campaign(engine, name=f"q{PAYLOADS.index(p)}", strategy="score_opus",
-                            questions=[p], schema=schema)
+            create_campaign(
+                engine,
+                name=f"q{PAYLOADS.index(p)}",
+                strategy="score_opus",
+                questions=[p],
+                schema=schema,
+            )
     # Route names are JSON keys: refused unless plain; a plain unknown one matches nothing.
-    for route in ("a\" OR 1=1 --", "$.x", "a.b", "a[0]", "a'b"):
+    for route in ('a" OR 1=1 --', "$.x", "a.b", "a[0]", "a'b"):
         with pytest.raises(CampaignError):
-            create_campaign(engine, name="route-" + route[:5], strategy="score_opus",
-                            filter={"routes": {route: True}}, schema=schema)
-    assert create_campaign(engine, name="r-ok", strategy="score_opus",
-                           filter={"routes": {"no_such_route": True}}, schema=schema).n_items == 0
+            create_campaign(
+                engine,
+                name="route-" + route[:5],
+                strategy="score_opus",
+                filter={"routes": {route: True}},
+                schema=schema,
+            )
+    assert (
+        create_campaign(
+            engine,
+            name="r-ok",
+            strategy="score_opus",
+            filter={"routes": {"no_such_route": True}},
+            schema=schema,
+        ).n_items
+        == 0
+    )
     # Payload names are stored as typed and found only by themselves.
     for p in SHORT:
         made = create_campaign(engine, name=p, strategy="score_opus", schema=schema)
@@ -185,9 +223,11 @@ def test_export_filters_are_literal(world: dict[str, Any], tmp_path: Path) -> No
     """Export campaign and question filters: a clear ExportError, nothing written."""
     engine, schema = world["engine"], world["schema"]
     for p in PAYLOADS:
-        for filters in (ExportFilters(status="all", campaign=p),
-                        ExportFilters(status="all", questions=(p,)),
-                        ExportFilters(status=p)):
+        for filters in (
+            ExportFilters(status="all", campaign=p),
+            ExportFilters(status="all", questions=(p,)),
+            ExportFilters(status=p),
+        ):
             with pytest.raises(ExportError):
                 preview(engine, schema, filters)
             out = tmp_path / "gold.csv"
@@ -229,12 +269,23 @@ def test_label_notes_are_stored_verbatim(world: dict[str, Any]) -> None:
     me = world["annotator"]
     work = world["disputed"]
     for i, p in enumerate(PAYLOADS):
-        edit_label(engine, LabelSubmission(
-            campaign_id=cid, work_id=work, user_id=me,
-            answers=user_labels(engine, cid, me)[-1].answers, note=p, flagged=True,
-            schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=1,
-            submission_id=f"edit-{i}",
-        ), schema=schema)
+        edit_label(
+            engine,
+            LabelSubmission(
+                campaign_id=cid,
+                work_id=work,
+                user_id=me,
+                answers=user_labels(engine, cid, me)[-1].answers,
+                note=p,
+                flagged=True,
+                schema_hash=schema.hash,
+                scores_visible=True,
+                model_version="m",
+                time_on_item_ms=1,
+                submission_id=f"edit-{i}",
+            ),
+            schema=schema,
+        )
         mine = {v.work_id: v for v in user_labels(engine, cid, me)}
         assert mine[work].note == p
     after = counts(engine)
@@ -249,7 +300,10 @@ def cli(url: str, *args: str, input: str | None = None) -> Result:
     """Run the CLI; an uncaught exception (a traceback for the user) fails the test."""
     result = CliRunner().invoke(main, ["--db", url, *args], input=input)
     assert result.exception is None or isinstance(result.exception, SystemExit), (
-        args[:3], repr(result.exception), result.output[-1500:])
+        args[:3],
+        repr(result.exception),
+        result.output[-1500:],
+    )
     no_hash(result.output)
     return result
 
@@ -279,8 +333,7 @@ def test_cli_options_are_literal(world: dict[str, Any], tmp_path: Path) -> None:
         r = cli(url, "users", "deactivate", p)
         assert r.exit_code == 2 and "no user called" in r.output
     assert counts(engine) == world["before"]
-    r = cli(url, "export", "--format", "csv", "--out", out, "--campaign", "top",
-            "--status", "all")
+    r = cli(url, "export", "--format", "csv", "--out", out, "--campaign", "top", "--status", "all")
     assert r.exit_code == 0 and Path(out).exists()  # the honest call works
     listed = cli(url, "users", "list").output
     assert "\tadmin\tactive" in listed and "inactive" not in listed
@@ -290,16 +343,27 @@ def test_cli_filter_json_and_names(world: dict[str, Any]) -> None:
     """`campaigns create NAME --filter JSON`: payloads in values give empty queues or errors."""
     url, engine = world["url"], world["engine"]
     for i, p in enumerate(SHORT):
-        r = cli(url, "campaigns", "create", f"c{i}", "--filter", f'{{"field": ["{p.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"]}}')  # noqa: E501
+        r = cli(
+            url,
+            "campaigns",
+            "create",
+            f"c{i}",
+            "--filter",
+            f'{{"field": ["{p.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"]}}',  # noqa: E501
+        )
         assert r.exit_code == 0 and ": 0 works" in r.output, r.output
         r = cli(url, "campaigns", "create", p, "--strategy", "score_opus")
         assert r.exit_code == 0 and f"created campaign {p.strip()} " in r.output
     r = cli(url, "campaigns", "create", "one", "--filter", '{"field": "x\' OR 1=1"}')
     assert r.exit_code == 0 and ": 0 works" in r.output  # one field, compared as a value
-    for bad in ('{"year_min": "2000 OR 1=1"}',
-                '{"status": ["validated\' OR 1=1 --"]}', '{"score_max": ["0 OR 1=1", 1]}',
-                '{"routes": {"x\\" OR 1=1 --": true}}', '{"x; DROP TABLE works": 1}',
-                "{'field': 1}"):
+    for bad in (
+        '{"year_min": "2000 OR 1=1"}',
+        '{"status": ["validated\' OR 1=1 --"]}',
+        '{"score_max": ["0 OR 1=1", 1]}',
+        '{"routes": {"x\\" OR 1=1 --": true}}',
+        '{"x; DROP TABLE works": 1}',
+        "{'field': 1}",
+    ):
         r = cli(url, "campaigns", "create", "bad", "--filter", bad)
         assert r.exit_code == 2, (bad, r.output)
     listed = cli(url, "campaigns", "list").output
@@ -314,8 +378,7 @@ def test_cli_user_names(world: dict[str, Any]) -> None:
     """`users add` with payload names stores them literally; `users list` shows no hash."""
     url, engine = world["url"], world["engine"]
     for p in SHORT:
-        r = cli(url, "users", "add", p, "--role", "annotator", "--password-stdin",
-                input="secret\n")
+        r = cli(url, "users", "add", p, "--role", "annotator", "--password-stdin", input="secret\n")
         assert r.exit_code == 0 and f"added {p.strip()} (annotator)" in r.output
     r = cli(url, "users", "add", LONG, "--role", "admin", "--password-stdin", input="s\n")
     assert r.exit_code == 2 and "longer than 128" in r.output
@@ -341,12 +404,29 @@ def test_import_labels_with_payloads(world: dict[str, Any], tmp_path: Path) -> N
     work = world["validated"]
     rows = []
     for p in SHORT:
-        rows += [{"work_id": p, "annotator": "annotator", "question": "genre",
-                  "value": "methods", "note": ""},
-                 {"work_id": work, "annotator": "annotator", "question": p,
-                  "value": "methods", "note": ""},
-                 {"work_id": work, "annotator": "annotator", "question": "genre",
-                  "value": p, "note": ""}]
+        rows += [
+            {
+                "work_id": p,
+                "annotator": "annotator",
+                "question": "genre",
+                "value": "methods",
+                "note": "",
+            },
+            {
+                "work_id": work,
+                "annotator": "annotator",
+                "question": p,
+                "value": "methods",
+                "note": "",
+            },
+            {
+                "work_id": work,
+                "annotator": "annotator",
+                "question": "genre",
+                "value": p,
+                "note": "",
+            },
+        ]
     path = write_labels_csv(tmp_path / "bad.csv", rows)
     r = cli(url, "import-labels", str(path), "--campaign", "imported-x")
     assert r.exit_code == 3, r.output
@@ -355,8 +435,16 @@ def test_import_labels_with_payloads(world: dict[str, Any], tmp_path: Path) -> N
     # A payload annotator name and note are data: stored as typed, one label each.
     good = []
     for p in SHORT[:4]:
-        good += [{"work_id": work, "annotator": p, "question": q.name,
-                  "value": schema_value(schema, q.name), "note": p} for q in schema.questions]
+        good += [
+            {
+                "work_id": work,
+                "annotator": p,
+                "question": q.name,
+                "value": schema_value(schema, q.name),
+                "note": p,
+            }
+            for q in schema.questions
+        ]
     path = write_labels_csv(tmp_path / "names.csv", good)
     r = cli(url, "import-labels", str(path), "--campaign", "' OR 1=1 --")
     assert r.exit_code == 0, r.output
@@ -404,8 +492,7 @@ def test_odd_campaign_ids_are_refused_plainly(world: dict[str, Any], tmp_path: P
             preview(engine, schema, ExportFilters(status="all", campaign=p))
         except ExportError:
             pass
-        r = cli(url, "export", "--format", "csv", "--out", str(tmp_path / "g.csv"),
-                "--campaign", p)
+        r = cli(url, "export", "--format", "csv", "--out", str(tmp_path / "g.csv"), "--campaign", p)
         assert r.exit_code in (0, 2)
 
 
@@ -422,8 +509,14 @@ def test_nul_byte_in_lead_typed_work_ids(world: dict[str, Any]) -> None:
     with pytest.raises(ValidationError, match="NUL"):
         reopen(engine, world["validated"], lead, "see\x00notes", schema=world["schema"])
     with pytest.raises(ValidationError, match="NUL"):
-        adjudicate(engine, world["disputed"], answers_for(world["schema"], 0), "a\x00b", lead,
-                   schema=world["schema"])
+        adjudicate(
+            engine,
+            world["disputed"],
+            answers_for(world["schema"], 0),
+            "a\x00b",
+            lead,
+            schema=world["schema"],
+        )
     assert counts(engine) == world["before"]
     assert work_status(engine, world["disputed"]) == STATUS_DISPUTED
 
@@ -434,8 +527,9 @@ def test_nul_byte_in_a_label_note(world: dict[str, Any], monkeypatch: pytest.Mon
 
     monkeypatch.setattr(flow, "MIN_DWELL", 0.0)
     engine, schema = world["engine"], world["schema"]
-    item = flow.next_item(engine, get_campaign(engine, "top").id, world["annotator"], schema,
-                          settings=get_settings())
+    item = flow.next_item(
+        engine, get_campaign(engine, "top").id, world["annotator"], schema, settings=get_settings()
+    )
     draft = flow.Draft.fresh(item.questions)
     draft.answers.update(answers_for(schema, 0))
     draft.note = NUL
@@ -447,7 +541,8 @@ def test_nul_byte_in_a_label_note(world: dict[str, Any], monkeypatch: pytest.Mon
     assert out.saved and out.result is not None and out.result.created
     cid = get_campaign(engine, "top").id
     assert {v.work_id: v.note for v in user_labels(engine, cid, world["annotator"])}[
-        item.work_id] == LONG
+        item.work_id
+    ] == LONG
 
 
 def test_nul_byte_in_login(world: dict[str, Any], request: pytest.FixtureRequest) -> None:
@@ -469,8 +564,9 @@ def test_nul_byte_in_a_new_user_name(world: dict[str, Any]) -> None:
     assert counts(world["engine"]) == world["before"]
 
 
-def test_nul_byte_in_campaign_lookups(world: dict[str, Any], request: pytest.FixtureRequest,
-                                      tmp_path: Path) -> None:
+def test_nul_byte_in_campaign_lookups(
+    world: dict[str, Any], request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """A NUL in a campaign name typed on the CLI: not found, never a database error."""
     engine, url = world["engine"], world["url"]
     assert find_campaign(engine, NUL) is None
@@ -480,12 +576,21 @@ def test_nul_byte_in_campaign_lookups(world: dict[str, Any], request: pytest.Fix
     assert r.exit_code == 2
 
 
-def test_import_labels_refuses_unstorable_annotator_names(world: dict[str, Any],
-                                                          tmp_path: Path) -> None:
+def test_import_labels_refuses_unstorable_annotator_names(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
     """Annotator names too long for a user name, or with a NUL: rejected lines, no crash."""
     url, engine = world["url"], world["engine"]
-    rows = [{"work_id": world["validated"], "annotator": name, "question": "genre",
-             "value": "methods", "note": ""} for name in ("a" * 200, "x\x00y")]
+    rows = [
+        {
+            "work_id": world["validated"],
+            "annotator": name,
+            "question": "genre",
+            "value": "methods",
+            "note": "",
+        }
+        for name in ("a" * 200, "x\x00y")
+    ]
     r = cli(url, "import-labels", str(write_labels_csv(tmp_path / "n.csv", rows)))
     assert r.exit_code == 3, r.output
     assert counts(engine)["users"] == world["before"]["users"]

@@ -107,8 +107,14 @@ def test_card_shows_both_teachers_side_by_side_and_the_details(label_db: str) ->
     assert "provisional, baseline, maturity gate not passed" in details["machine"]["flags"]
     assert "it never asserts a category" in details["rank"]
     assert "Scores rank; they never assert a category" in details["machine"]["note"]
-    assert details["tables"][0]["head"] == ["Label", "Codex", "Gemma", "Cand.", "Cons.",
-                                           "Agreement"]
+    assert details["tables"][0]["head"] == [
+        "Label",
+        "Codex",
+        "Gemma",
+        "Cand.",
+        "Cons.",
+        "Agreement",
+    ]
     keys = [q["key"] for q in data["questions"]]
     assert keys == ["Q", "W", "E", "T", "Y", "U"]
     assert all(q["definition"] for q in data["questions"])  # D shows the codebook in place
@@ -178,23 +184,31 @@ def test_incomplete_label_is_refused_with_the_missing_questions(
 def test_a_submit_for_a_work_no_longer_shown_is_refused(label_db: str, browser: Browser) -> None:
     at = login("annotator")
     data = form(at)
-    browser.send(at, "submit", submission_id="first:1:1:W9000009", work_id="W9000009",
-                 answers=first_answers(data))
+    browser.send(
+        at,
+        "submit",
+        submission_id="first:1:1:W9000009",
+        work_id="W9000009",
+        answers=first_answers(data),
+    )
     assert labels(label_db) == []
     assert "no longer on screen" in form(at)["message"]["text"]
     assert form(at)["work_id"] == "W9000001"
 
 
-@pytest.mark.parametrize(("payload", "said"), [
-    ("junk", "must be an object"),
-    ({"type": "submit"}, "'id' must be text"),
-    ({"id": "", "type": "submit"}, "needs an id of 1 to 64"),
-    ({"id": "x", "type": "dance"}, "unknown action type 'dance'"),
-    ({"id": "x", "type": "submit", "answers": {"nope": 1}}, "does not ask: ['nope']"),
-    ({"id": "x", "type": "submit", "answers": {}, "confidence": 7}, "confidence must be"),
-    ({"id": "x", "type": "submit", "answers": {}, "skip_reason": "bored"}, "unknown skip"),
-    ({"id": "x", "type": "campaign", "campaign_id": "1"}, "whole-number 'campaign_id'"),
-])
+@pytest.mark.parametrize(
+    ("payload", "said"),
+    [
+        ("junk", "must be an object"),
+        ({"type": "submit"}, "'id' must be text"),
+        ({"id": "", "type": "submit"}, "needs an id of 1 to 64"),
+        ({"id": "x", "type": "dance"}, "unknown action type 'dance'"),
+        ({"id": "x", "type": "submit", "answers": {"nope": 1}}, "does not ask: ['nope']"),
+        ({"id": "x", "type": "submit", "answers": {}, "confidence": 7}, "confidence must be"),
+        ({"id": "x", "type": "submit", "answers": {}, "skip_reason": "bored"}, "unknown skip"),
+        ({"id": "x", "type": "campaign", "campaign_id": "1"}, "whole-number 'campaign_id'"),
+    ],
+)
 def test_a_malformed_action_is_said_and_stores_nothing(
     label_db: str, browser: Browser, payload: Any, said: str
 ) -> None:
@@ -305,7 +319,8 @@ def test_blind_campaign_hides_scores_until_the_label_is_submitted(
     after = form(at)
     assert after["feedback"]["work_id"] == first
     assert after["feedback"]["details"]["machine"]["validation_status"] == (
-        "score_only:v0-immature-baseline")
+        "score_only:v0-immature-baseline"
+    )
     assert after["work_id"] != first and after["teachers"] is None
 
 
@@ -327,8 +342,12 @@ def test_exporter_cannot_open_the_label_page(label_db: str) -> None:
 def test_a_campaign_asking_two_questions_shows_only_those(label_db: str, browser: Browser) -> None:
     from labeling.review.campaigns import create_campaign
 
-    create_campaign(get_engine(label_db), name="two", strategy="score_gpt",
-                    questions=["genre", "about_ca_topic"])
+    create_campaign(
+        get_engine(label_db),
+        name="two",
+        strategy="score_gpt",
+        questions=["genre", "about_ca_topic"],
+    )
     at = choose_campaign(login("annotator"), browser, "two")
     assert [q["name"] for q in form(at)["questions"]] == ["about_ca_topic", "genre"]
     browser.submit(at, {"about_ca_topic": "no", "genre": "methods"})
@@ -360,7 +379,8 @@ def test_a_lease_lost_to_another_annotator_is_said_and_skipped(
     assert "not saved" in message["text"] and form(at)["work_id"] == "W9000002"
     browser.submit(other)
     assert [(r.work_id, r.user_id) for r in labels(label_db)] == [
-        ("W9000001", screen(other).user_id)]
+        ("W9000001", screen(other).user_id)
+    ]
 
 
 def test_reload_shows_the_same_work(label_db: str) -> None:

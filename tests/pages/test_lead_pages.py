@@ -32,8 +32,13 @@ APP = Path(__file__).resolve().parents[2] / "app.py"
 REFUSAL = "a score-ordered queue is not a probability sample: no frame estimate is possible"
 
 
-def label_pair(engine: Engine, schema: Schema, campaign: str, variants: tuple[int, int],
-               note: str | None = None) -> str:
+def label_pair(
+    engine: Engine,
+    schema: Schema,
+    campaign: str,
+    variants: tuple[int, int],
+    note: str | None = None,
+) -> str:
     """The two annotators label their next work of a campaign; returns the work id."""
     cid = get_campaign(engine, campaign).id
     work_id = None
@@ -42,12 +47,23 @@ def label_pair(engine: Engine, schema: Schema, campaign: str, variants: tuple[in
         claim = claim_next(engine, cid, uid)
         assert claim is not None
         work_id = claim.work_id
-        submit_label(engine, LabelSubmission(
-            campaign_id=cid, work_id=claim.work_id, user_id=uid,
-            answers=answers_for(schema, variant), schema_hash=schema.hash, scores_visible=True,
-            model_version="m", time_on_item_ms=3000, submission_id=f"{name}-{cid}-{claim.work_id}",
-            flagged=note is not None, note=note,
-        ), schema=schema)
+        submit_label(
+            engine,
+            LabelSubmission(
+                campaign_id=cid,
+                work_id=claim.work_id,
+                user_id=uid,
+                answers=answers_for(schema, variant),
+                schema_hash=schema.hash,
+                scores_visible=True,
+                model_version="m",
+                time_on_item_ms=3000,
+                submission_id=f"{name}-{cid}-{claim.work_id}",
+                flagged=note is not None,
+                note=note,
+            ),
+            schema=schema,
+        )
     assert work_id is not None
     return work_id
 
@@ -62,12 +78,19 @@ def lead_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
     st.cache_resource.clear()
     engine = build_label_db(url, tmp_path, n=6)
     schema = load_schema(DEFAULT_SCHEMA)
-    disputed = [label_pair(engine, schema, "top", (0, 1), note="unclear scope"),
-                label_pair(engine, schema, "top", (2, 3))]
+    disputed = [
+        label_pair(engine, schema, "top", (0, 1), note="unclear scope"),
+        label_pair(engine, schema, "top", (2, 3)),
+    ]
     validated = label_pair(engine, schema, "top", (0, 0))
     create_campaign(engine, name="empty", strategy="manual")
-    yield {"url": url, "engine": engine, "schema": schema, "disputed": disputed,
-           "validated": validated}
+    yield {
+        "url": url,
+        "engine": engine,
+        "schema": schema,
+        "disputed": disputed,
+        "validated": validated,
+    }
     st.cache_resource.clear()
     get_settings.cache_clear()
     dispose_all()
@@ -88,8 +111,9 @@ def work(url: str, work_id: str) -> Any:
     """A work's status, validated_via, final answers and gold flag."""
     with read_session(get_engine(url)) as session:
         return session.execute(
-            select(Work.status, Work.validated_via, Work.final_answers, Work.is_gold)
-            .where(Work.id == work_id)
+            select(Work.status, Work.validated_via, Work.final_answers, Work.is_gold).where(
+                Work.id == work_id
+            )
         ).one()
 
 
@@ -140,7 +164,8 @@ def test_adjudicate_resolves_a_disputed_work(
     rows = {r["question"]: r for r in data["rows"]}
     assert rows["about_ca_system"]["answers"] == ["yes", "no"]
     assert rows["about_ca_system"]["disagree"] and rows["about_ca_system"]["majority"] == (
-        "no majority")
+        "no majority"
+    )
     assert data["teachers"]["names"] == ["Codex", "Gemma"]
     # One yes, one no everywhere: the form starts with no majority on every question.
     assert set(data["prefill"].values()) == {None}
@@ -155,13 +180,19 @@ def test_adjudicate_resolves_a_disputed_work(
     assert (after["total"], after["work_id"]) == (1, lead_db["disputed"][1])
 
 
-@pytest.mark.parametrize(("change", "said"), [
-    ({"reason": "  "}, "A reason is required to adjudicate."),
-    ({"answers": {"about_ca_system": None}}, "No majority on about_ca_system: choose an answer"),
-    ({"answers": {"categories": None}}, "No majority on categories: choose an answer"),
-    ({"answers": {"genre": "sonnet"}}, "Not adjudicated:"),
-    ({"work_id": "W1"}, "W1 is no longer the dispute shown"),
-])
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"reason": "  "}, "A reason is required to adjudicate."),
+        (
+            {"answers": {"about_ca_system": None}},
+            "No majority on about_ca_system: choose an answer",
+        ),
+        ({"answers": {"categories": None}}, "No majority on categories: choose an answer"),
+        ({"answers": {"genre": "sonnet"}}, "Not adjudicated:"),
+        ({"work_id": "W1"}, "W1 is no longer the dispute shown"),
+    ],
+)
 def test_adjudicate_refuses_without_a_reason_or_an_answer(
     lead_db: dict[str, Any], monkeypatch: pytest.MonkeyPatch, change: dict, said: str
 ) -> None:
@@ -241,9 +272,7 @@ def test_monitor_renders_for_a_campaign_with_labels(lead_db: dict[str, Any]) -> 
     assert len(at.get("vega_lite_chart")) >= 1
 
 
-def test_monitor_heatmap_with_enough_common_works(
-    lead_db: dict[str, Any], tmp_path: Path
-) -> None:
+def test_monitor_heatmap_with_enough_common_works(lead_db: dict[str, Any], tmp_path: Path) -> None:
     """With three common works (the old hidden minimum was ten) the kappa heatmap appears."""
     engine, schema = lead_db["engine"], lead_db["schema"]
     records = seed_records(16)[6:]  # ten more works, new ids, into the same frame

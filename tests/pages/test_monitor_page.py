@@ -28,8 +28,7 @@ from tests.pages.test_lead_pages import login, page_text, plain
 WORKS = 30
 
 
-def label_round(engine: Any, campaign: str, names: list[str], per_name: int,
-                odd: set[str]) -> None:
+def label_round(engine: Any, campaign: str, names: list[str], per_name: int, odd: set[str]) -> None:
     """Each annotator labels per_name works; a work's answer is its index mod 3, `odd` ones
     answer otherwise every other work (so agreement varies and some works are disputed) and
     take half a second per work (unusually fast)."""
@@ -45,16 +44,24 @@ def label_round(engine: Any, campaign: str, names: list[str], per_name: int,
                 continue
             truth = int(claim.work_id[-2:]) % 3
             variant = truth + 1 if name in odd and round_ % 2 == 0 else truth
-            submit_label(engine, LabelSubmission(
-                campaign_id=cid, work_id=claim.work_id, user_id=uid,
-                answers=answers_for(schema, variant), schema_hash=schema.hash, scores_visible=True,
-                model_version="m", time_on_item_ms=500 if name in odd else 4000 + 700 * round_,
-                submission_id=f"{name}-{cid}-{claim.work_id}",
-            ), schema=schema)
+            submit_label(
+                engine,
+                LabelSubmission(
+                    campaign_id=cid,
+                    work_id=claim.work_id,
+                    user_id=uid,
+                    answers=answers_for(schema, variant),
+                    schema_hash=schema.hash,
+                    scores_visible=True,
+                    model_version="m",
+                    time_on_item_ms=500 if name in odd else 4000 + 700 * round_,
+                    submission_id=f"{name}-{cid}-{claim.work_id}",
+                ),
+                schema=schema,
+            )
 
 
-def make_crowd(n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-               ) -> Iterator[dict[str, Any]]:
+def make_crowd(n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """The app on a database whose campaign "crowd" has labels from n annotators."""
     url = f"sqlite:///{tmp_path / 'crowd.db'}"
     monkeypatch.setenv("LABELING_DB_URL", url)
@@ -79,8 +86,9 @@ def make_crowd(n: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.fixture(params=[0, 2, 20], ids=["0-annotators", "2-annotators", "20-annotators"])
-def crowd(request: pytest.FixtureRequest, tmp_path: Path,
-          monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+def crowd(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
     """The crowd database with 0, 2 or 20 annotators."""
     yield from make_crowd(request.param, tmp_path, monkeypatch)
 
@@ -120,15 +128,21 @@ def test_monitor_page(crowd: dict[str, Any]) -> None:
     p = campaign_progress(engine, camp.id)
     assert f"{p['done']} of {p['items']} works have all {camp.overlap} label(s)" in text
     assert f"{p['labels']} labels counted, {p['skips']} skips" in text
-    for heading in ("How far are we?", "Who needs attention?", "Which questions are unreliable?",
-                    "How good are the teachers?"):
+    for heading in (
+        "How far are we?",
+        "Who needs attention?",
+        "Which questions are unreliable?",
+        "How good are the teachers?",
+    ):
         assert heading in text
     if n == 0:
-        for sentence in ("No labels yet: no rate and no ETA.",
-                         "No labels yet: nobody to look at.",
-                         "No labels yet: there is no agreement to measure.",
-                         f"No validated works yet: 0 of {WORKS} works in this campaign.",
-                         "No labels or status changes yet in this campaign."):
+        for sentence in (
+            "No labels yet: no rate and no ETA.",
+            "No labels yet: nobody to look at.",
+            "No labels yet: there is no agreement to measure.",
+            f"No validated works yet: 0 of {WORKS} works in this campaign.",
+            "No labels or status changes yet in this campaign.",
+        ):
             assert sentence in text
         assert not at.dataframe  # sentences, never a table of zeros
         assert not at.get("vega_lite_chart")
@@ -156,9 +170,11 @@ def test_monitor_page(crowd: dict[str, Any]) -> None:
         m = machines["questions"][r.question]["systems"][r.system]["labels"][r.label]
         prec, rec = m["precision"], m["recall"]
         assert r[teachers.columns.get_loc("precision [95% CI]")] == fmt_ci(
-            prec["estimate"], prec["lo"], prec["hi"])
+            prec["estimate"], prec["lo"], prec["hi"]
+        )
         assert r[teachers.columns.get_loc("recall [95% CI]")] == fmt_ci(
-            rec["estimate"], rec["lo"], rec["hi"])
+            rec["estimate"], rec["lo"], rec["hi"]
+        )
         assert r.precision_n == prec["n"] and r.recall_n == rec["n"]
     # The pairwise kappa: each pair's n is the CLI's summed over questions.
     pairs = frame_with(at, "kappa")
@@ -178,7 +194,8 @@ def test_monitor_page(crowd: dict[str, Any]) -> None:
     assert any("kappa" in json.dumps(s) for s in specs)
     attention = frame_with(at, "reason")
     assert (crowd["names"][-1], "unusually fast") in set(
-        zip(attention["annotator"], attention["reason"], strict=True))
+        zip(attention["annotator"], attention["reason"], strict=True)
+    )
     downloads = at.get("download_button")
     names = [d.proto.file_name if hasattr(d.proto, "file_name") else "" for d in downloads]
     assert len(downloads) >= len(at.dataframe) + 2 * len(charts) - 1, names
@@ -214,5 +231,7 @@ def test_campaigns_page_counts_equal_the_database(pair: dict[str, Any]) -> None:
     at.run()
     p = campaign_progress(engine, camp.id)
     assert shown()["Labels counted"] == str(p["labels"])
-    assert f"{p['done']} of {p['items']} works have all their labels" in \
-        at.get("progress")[0].proto.text
+    assert (
+        f"{p['done']} of {p['items']} works have all their labels"
+        in at.get("progress")[0].proto.text
+    )

@@ -48,8 +48,10 @@ EXPECTED = {
     "export":     ("-",      "Y",  "Y",      "Y"),
     "admin":      ("-",      "-",  "-",      "Y"),
 }  # fmt: skip
-ALLOWED = {page: {r for r, mark in zip(ROLES, row, strict=True) if mark == "Y"}
-           for page, row in EXPECTED.items()}
+ALLOWED = {
+    page: {r for r, mark in zip(ROLES, row, strict=True) if mark == "Y"}
+    for page, row in EXPECTED.items()
+}
 # Identities with no valid session; each of them holds a role that could open the page.
 NO_SESSION = ("not signed in", "forged token", "deactivated user", "expired session")
 IDENTITIES = (*ROLES, *NO_SESSION)
@@ -62,12 +64,15 @@ def _marker(title: str) -> Callable[[AppTest], bool]:
 # What an allowed page shows: its own content, checked on the page tree.
 CONTENT: dict[str, Callable[[AppTest], bool]] = {
     "home": _marker("Human validation"),
-    "label": lambda at: form(at)["state"] == "work"
-    and form(at)["card"]["title"].startswith("Test work"),
+    "label": lambda at: (
+        form(at)["state"] == "work" and form(at)["card"]["title"].startswith("Test work")
+    ),
     "campaigns": lambda at: _marker("Campaigns")(at) and bool(at.dataframe),
-    "adjudicate": lambda at: _marker("Adjudicate")(at)
-    and form(at, "adjudicate_form")["state"] == "work"
-    and form(at, "adjudicate_form")["total"] >= 1,
+    "adjudicate": lambda at: (
+        _marker("Adjudicate")(at)
+        and form(at, "adjudicate_form")["state"] == "work"
+        and form(at, "adjudicate_form")["total"] >= 1
+    ),
     "monitor": lambda at: _marker("Monitor")(at) and bool(at.dataframe),
     "export": _marker("Export"),
     "admin": lambda at: _marker("Admin")(at) and "annotator2" in set(at.dataframe[0].value["name"]),
@@ -76,8 +81,7 @@ CONTENT: dict[str, Callable[[AppTest], bool]] = {
 
 def leaves(at: AppTest) -> list[Any]:
     """Every element (not container) in the main area and the sidebar."""
-    return [n for area in (at.main, at.sidebar) for n in area
-            if not hasattr(n, "children")]
+    return [n for area in (at.main, at.sidebar) for n in area if not hasattr(n, "children")]
 
 
 def shown_text(at: AppTest) -> str:
@@ -110,11 +114,19 @@ def set_active(engine: Engine, name: str, active: bool) -> None:
         session.execute(update(User).where(User.name == name).values(active=active))
 
 
-def label_as(engine: Engine, schema: Schema, name: str, campaign: str, variant: int,
-             note: str | None = None) -> str:
+def label_as(
+    engine: Engine, schema: Schema, name: str, campaign: str, variant: int, note: str | None = None
+) -> str:
     """`name` claims and labels their next work of a campaign; returns the work id."""
-    return label_next(engine, schema, campaign, name, answers_for(schema, variant),
-                      flagged=note is not None, note=note)
+    return label_next(
+        engine,
+        schema,
+        campaign,
+        name,
+        answers_for(schema, variant),
+        flagged=note is not None,
+        note=note,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +145,12 @@ def matrix_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
         label_pair(engine, schema, "top", (0, 0))  # one validated work
         for role in ("lead", "admin", "exporter", "annotator"):
             add_user(engine, f"gone_{role}", role, PASSWORD)
-        yield {"url": url, "engine": engine, "disputed": disputed,
-               "secrets": ["annotator2", SECRET_NOTE, disputed, "Test work", "gone_"]}
+        yield {
+            "url": url,
+            "engine": engine,
+            "disputed": disputed,
+            "secrets": ["annotator2", SECRET_NOTE, disputed, "Test work", "gone_"],
+        }
         st.cache_resource.clear()
         get_settings.cache_clear()
         dispose_all()
@@ -196,8 +212,7 @@ def test_the_table_matches_the_access_module() -> None:
     assert set(access.PAGE_ROLES) == set(EXPECTED)
     for page, roles in ALLOWED.items():
         assert set(access.PAGE_ROLES[page]) == roles, page
-        assert [r for r in ROLES if access.can_open(r, page)] == sorted(
-            roles, key=ROLES.index)
+        assert [r for r in ROLES if access.can_open(r, page)] == sorted(roles, key=ROLES.index)
 
 
 def sign_in(name: str) -> AppTest:
@@ -259,8 +274,23 @@ def test_navigation_without_a_session_is_the_login_form_only(matrix_db: dict[str
 # ------------------------------------------------------------------ annotators' labels
 
 # The query parameters the pages read (none today) plus every name a hostile link might try.
-HOSTILE_PARAMS = ("work", "work_id", "user", "user_id", "annotator", "campaign", "campaign_id",
-                  "label", "label_id", "edit", "back", "token", "auth_token", "role", "page")
+HOSTILE_PARAMS = (
+    "work",
+    "work_id",
+    "user",
+    "user_id",
+    "annotator",
+    "campaign",
+    "campaign_id",
+    "label",
+    "label_id",
+    "edit",
+    "back",
+    "token",
+    "auth_token",
+    "role",
+    "page",
+)
 
 
 def query_params_read() -> set[str]:
@@ -269,8 +299,9 @@ def query_params_read() -> set[str]:
     for path in [APP, *sorted((ROOT / "pages").glob("*.py"))]:
         src = path.read_text(encoding="utf-8")
         names |= set(re.findall(r"query_params(?:\.get\()?\[?\(?[\"']([^\"']+)[\"']", src))
-        assert src.count("query_params") == len(re.findall(r"query_params[.\[]get|query_params\[",
-                                                           src)), path
+        assert src.count("query_params") == len(
+            re.findall(r"query_params[.\[]get|query_params\[", src)
+        ), path
     return names
 
 
@@ -293,11 +324,17 @@ def two_annotators(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     session.forget_progress()
     engine = build_label_db(url, tmp_path, n=6)
     schema = load_schema(DEFAULT_SCHEMA)
-    theirs = [label_as(engine, schema, "annotator2", "top", 1, note=SECRET_NOTE),
-              label_as(engine, schema, "annotator2", "top", 1, note=SECRET_NOTE)]
-    yield {"engine": engine, "theirs": theirs, "schema": schema,
-           "other_id": get_user(engine, "annotator2").id,
-           "top": get_campaign(engine, "top").id}
+    theirs = [
+        label_as(engine, schema, "annotator2", "top", 1, note=SECRET_NOTE),
+        label_as(engine, schema, "annotator2", "top", 1, note=SECRET_NOTE),
+    ]
+    yield {
+        "engine": engine,
+        "theirs": theirs,
+        "schema": schema,
+        "other_id": get_user(engine, "annotator2").id,
+        "top": get_campaign(engine, "top").id,
+    }
     st.cache_resource.clear()
     get_settings.cache_clear()
     dispose_all()
@@ -306,10 +343,23 @@ def two_annotators(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 def hostile_values(env: dict[str, Any]) -> list[dict[str, str | list[str]]]:
     """Query strings naming annotator2's works, user id and campaign, and junk."""
     wid, other, top = env["theirs"][0], str(env["other_id"]), str(env["top"])
-    named = {"work": wid, "work_id": wid, "user": "annotator2", "user_id": other,
-             "annotator": "annotator2", "campaign": top, "campaign_id": top, "label": "1",
-             "label_id": "1", "edit": wid, "back": "1", "token": "x", "auth_token": "x",
-             "role": "lead", "page": "adjudicate"}
+    named = {
+        "work": wid,
+        "work_id": wid,
+        "user": "annotator2",
+        "user_id": other,
+        "annotator": "annotator2",
+        "campaign": top,
+        "campaign_id": top,
+        "label": "1",
+        "label_id": "1",
+        "edit": wid,
+        "back": "1",
+        "token": "x",
+        "auth_token": "x",
+        "role": "lead",
+        "page": "adjudicate",
+    }
     junk = {name: ["' OR 1=1 --", "-1", "../../etc/passwd", wid] for name in HOSTILE_PARAMS}
     return [named, junk]
 
@@ -378,13 +428,15 @@ def test_previous_item_reads_only_the_users_own_labels(two_annotators: dict[str,
     for campaign in (env["top"], -1, 0, 10**9):
         for back in (-1, 0, 1, 2, 3, 10**6):
             try:
-                found = previous_item(engine, campaign, me, env["schema"], back,
-                                      settings=get_settings())
+                found = previous_item(
+                    engine, campaign, me, env["schema"], back, settings=get_settings()
+                )
             except Exception as exc:  # noqa: BLE001 - an unknown campaign may refuse plainly
                 assert campaign != env["top"], exc
                 continue
             assert found is None, (campaign, back)
     # annotator2 sees their own label through the same call (the check is not vacuous).
-    found = previous_item(engine, env["top"], env["other_id"], env["schema"], 1,
-                          settings=get_settings())
+    found = previous_item(
+        engine, env["top"], env["other_id"], env["schema"], 1, settings=get_settings()
+    )
     assert found is not None and found[0].editing.note == SECRET_NOTE

@@ -34,8 +34,10 @@ def _high(i: int) -> bool:
 def _truth(work_id: str) -> dict[str, Any]:
     """The human answer of a work: Bibliometrics for high works and every 4th low one."""
     i = int(work_id[1:])
-    return {"categories": [BIB] if _high(i) or i % 4 == 0 else [],
-            "genre": "methods" if i % 2 else "empirical"}
+    return {
+        "categories": [BIB] if _high(i) or i % 4 == 0 else [],
+        "genre": "methods" if i % 2 else "empirical",
+    }
 
 
 def _frame(engine: Engine, schema: Schema, seed: dict[str, Any], tmp_path: Path) -> None:
@@ -44,10 +46,14 @@ def _frame(engine: Engine, schema: Schema, seed: dict[str, Any], tmp_path: Path)
     recs = []
     for i in range(1, 25):
         on = [0.9 if lab == BIB and (_high(i) or i == 9) else 0.05 for lab in labels]
-        recs.append(make_record(
-            seed, f"W{i:02d}", machine_scores__score_opus=0.8 if _high(i) else 0.1,
-            prediction__category_scores_codex=on,
-        ))
+        recs.append(
+            make_record(
+                seed,
+                f"W{i:02d}",
+                machine_scores__score_opus=0.8 if _high(i) else 0.1,
+                prediction__category_scores_codex=on,
+            )
+        )
     summary = import_frame(engine, write_jsonl(tmp_path / "frame.jsonl", recs), schema)
     assert summary.inserted == 24
 
@@ -59,11 +65,21 @@ def _label(engine: Engine, schema: Schema, cid: int, uid: int, limit: int | None
         claim = claim_next(engine, cid, uid)
         if claim is None:
             break
-        submit_label(engine, LabelSubmission(
-            campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=_truth(claim.work_id),
-            schema_hash=schema.hash, scores_visible=True, model_version="m", time_on_item_ms=500,
-            submission_id=f"{cid}:{claim.work_id}",
-        ), schema=schema)
+        submit_label(
+            engine,
+            LabelSubmission(
+                campaign_id=cid,
+                work_id=claim.work_id,
+                user_id=uid,
+                answers=_truth(claim.work_id),
+                schema_hash=schema.hash,
+                scores_visible=True,
+                model_version="m",
+                time_on_item_ms=500,
+                submission_id=f"{cid}:{claim.work_id}",
+            ),
+            schema=schema,
+        )
         done.append(claim.work_id)
     return done
 
@@ -74,8 +90,15 @@ def test_stratified_campaign_frame_estimates(
     """Prevalence and codex precision/recall from a stratified sample, per stratum too."""
     _frame(engine, schema, seed_record, tmp_path)
     uid = add_user(engine, "ann")
-    camp = create_campaign(engine, name="s", strategy="stratified", allocation=4,
-                           bins=[0.0, 0.5, 1.0], questions=QUESTIONS, seed=2)
+    camp = create_campaign(
+        engine,
+        name="s",
+        strategy="stratified",
+        allocation=4,
+        bins=[0.0, 0.5, 1.0],
+        questions=QUESTIONS,
+        seed=2,
+    )
     # Half-way: one stratum still has no validated work -> no frame estimate yet.
     first = _label(engine, schema, camp.id, uid, limit=1)
     partial = frame_estimates(engine, schema, camp.name)
@@ -88,7 +111,9 @@ def test_stratified_campaign_frame_estimates(
     json.dumps(out, allow_nan=False)
     assert (out["population"], out["n_sampled"], out["n_validated"]) == (24, 8, 8)
     assert {s["stratum"]: (s["N"], s["sampled"], s["validated"]) for s in out["strata"]} == {
-        LOW: (16, 4, 4), HIGH: (8, 4, 4)}
+        LOW: (16, 4, 4),
+        HIGH: (8, 4, 4),
+    }
     bib = out["questions"]["categories"]["labels"][BIB]
     low = [w for w in labelled if not _high(int(w[1:]))]
     y = [int(BIB in _truth(w)["categories"]) for w in labelled]
@@ -96,7 +121,8 @@ def test_stratified_campaign_frame_estimates(
     expected = stratified_prevalence(y, strata, {LOW: 16, HIGH: 8}).overall
     assert bib["overall"]["estimate"] == pytest.approx(expected.estimate)
     assert bib["overall"]["estimate"] == pytest.approx(
-        (16 * sum(int(w[1:]) % 4 == 0 for w in low) / 4 + 8) / 24)
+        (16 * sum(int(w[1:]) % 4 == 0 for w in low) / 4 + 8) / 24
+    )
     assert bib["overall"]["lo"] <= bib["overall"]["estimate"] <= bib["overall"]["hi"]
     assert bib["overall"]["n"] == 8 and bib["overall"]["method"] == "korn-graubard"
     by_stratum = {s["stratum"]: s for s in bib["strata"]}
@@ -118,12 +144,19 @@ def test_score_ordered_and_manual_campaigns_are_refused(
     """No frame estimate from a score-ordered queue, said plainly."""
     _frame(engine, schema, seed_record, tmp_path)
     uid = add_user(engine, "ann")
-    top = create_campaign(engine, name="top", strategy="score_max", sample_size=6,
-                          questions=QUESTIONS)
+    top = create_campaign(
+        engine, name="top", strategy="score_max", sample_size=6, questions=QUESTIONS
+    )
     _label(engine, schema, top.id, uid)
     out = frame_estimates(engine, schema, "top")
-    assert out == {"campaign": "top", "campaign_id": top.id, "strategy": "score_max",
-                   "estimable": False, "reason": NOT_A_SAMPLE, "questions": {}}
+    assert out == {
+        "campaign": "top",
+        "campaign_id": top.id,
+        "strategy": "score_max",
+        "estimable": False,
+        "reason": NOT_A_SAMPLE,
+        "questions": {},
+    }
     manual = create_campaign(engine, name="m", strategy="manual")
     assert "manual" in frame_estimates(engine, schema, manual.id)["reason"]
 
@@ -134,11 +167,13 @@ def test_random_campaign_is_one_stratum(
     """A simple random sample: one stratum of the whole population, the sample mean."""
     _frame(engine, schema, seed_record, tmp_path)
     uid = add_user(engine, "ann")
-    camp = create_campaign(engine, name="r", strategy="random", sample_size=10,
-                           questions=QUESTIONS, seed=5)
+    camp = create_campaign(
+        engine, name="r", strategy="random", sample_size=10, questions=QUESTIONS, seed=5
+    )
     with write_session(engine) as session:  # an added work is not part of the draw
-        outside = next(f"W{i:02d}" for i in range(1, 25)
-                       if add_items(session, camp.id, [f"W{i:02d}"]))
+        outside = next(
+            f"W{i:02d}" for i in range(1, 25) if add_items(session, camp.id, [f"W{i:02d}"])
+        )
     labelled = [w for w in _label(engine, schema, camp.id, uid) if w != outside]
     assert len(labelled) == 10
     out = frame_estimates(engine, schema, camp)

@@ -15,8 +15,10 @@ from labeling.reports.monitor import charts
 def _pairs(n: int) -> pd.DataFrame:
     names = [f"annotator {i:02d}" for i in range(n)]
     rng = np.random.default_rng(n)
-    rows = [(a, b, float(rng.uniform(-0.2, 1)), int(rng.integers(2, 90)))
-            for a, b in combinations(names, 2)]
+    rows = [
+        (a, b, float(rng.uniform(-0.2, 1)), int(rng.integers(2, 90)))
+        for a, b in combinations(names, 2)
+    ]
     one = pd.DataFrame(rows, columns=["a", "b", "kappa", "n"])
     both = pd.concat([one, one.rename(columns={"a": "b", "b": "a"})], ignore_index=True)
     return both[["a", "b", "kappa", "n"]]
@@ -55,9 +57,18 @@ def test_empty_inputs_give_no_chart() -> None:
 
 @pytest.mark.parametrize("n", [2, 50])
 def test_annotator_bars_take_a_row_each(n: int) -> None:
-    rows = pd.DataFrame({"annotator": [f"a{i}" for i in range(n)], "per_hour": 10.0,
-                         "submitted": 5, "active_hours": 1, "median_seconds": 20.0,
-                         "median_lo": 15.0, "median_hi": 25.0, "time_n": 5})
+    rows = pd.DataFrame(
+        {
+            "annotator": [f"a{i}" for i in range(n)],
+            "per_hour": 10.0,
+            "submitted": 5,
+            "active_hours": 1,
+            "median_seconds": 20.0,
+            "median_lo": 15.0,
+            "median_hi": 25.0,
+            "time_n": 5,
+        }
+    )
     for chart in (charts.throughput_chart(rows), charts.time_chart(rows)):
         spec = chart.to_dict()
         assert spec["height"] == {"step": charts.ROW_PX}

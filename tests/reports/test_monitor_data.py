@@ -27,16 +27,28 @@ def _sorted(df: pd.DataFrame) -> pd.DataFrame:
     return df[cols].sort_values(cols[:3]).reset_index(drop=True)
 
 
-def _claim_and_label(engine: Engine, schema: Schema, cid: int, uid: int,
-                     answers: dict[str, Any], **kw: Any) -> str:
+def _claim_and_label(
+    engine: Engine, schema: Schema, cid: int, uid: int, answers: dict[str, Any], **kw: Any
+) -> str:
     """Claim the user's next work and submit these answers (or a skip)."""
     claim = claim_next(engine, cid, uid)
     assert claim is not None
-    submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers,
-        schema_hash=schema.hash, scores_visible=False, model_version="m",
-        time_on_item_ms=kw.pop("ms", 2000), submission_id=f"{cid}-{uid}-{claim.work_id}", **kw,
-    ), schema=schema)
+    submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=claim.work_id,
+            user_id=uid,
+            answers=answers,
+            schema_hash=schema.hash,
+            scores_visible=False,
+            model_version="m",
+            time_on_item_ms=kw.pop("ms", 2000),
+            submission_id=f"{cid}-{uid}-{claim.work_id}",
+            **kw,
+        ),
+        schema=schema,
+    )
     return claim.work_id
 
 
@@ -58,16 +70,27 @@ def rich(engine: Engine, schema: Schema) -> dict[str, Any]:
     _claim_and_label(engine, schema, camp.id, c, answers_for(schema, 2))
     _claim_and_label(engine, schema, camp.id, a, {}, skipped=True, skip_reason="no_abstract")
     # cid edits W2 to agree on every question but the multi-label one
-    edit_label(engine, LabelSubmission(
-        campaign_id=camp.id, work_id=w2, user_id=c,
-        answers=dict(answers_for(schema, 0), **{cats.name: [cats.labels[1]]}),
-        schema_hash=schema.hash, scores_visible=False, model_version="m", time_on_item_ms=900,
-        submission_id="edit-1",
-    ), schema=schema)
+    edit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=camp.id,
+            work_id=w2,
+            user_id=c,
+            answers=dict(answers_for(schema, 0), **{cats.name: [cats.labels[1]]}),
+            schema_hash=schema.hash,
+            scores_visible=False,
+            model_version="m",
+            time_on_item_ms=900,
+            submission_id="edit-1",
+        ),
+        schema=schema,
+    )
     with write_session(engine) as session:  # W1 counts as a gold check in this campaign
-        session.execute(update(CampaignItem).where(CampaignItem.campaign_id == camp.id,
-                                                   CampaignItem.work_id == w1)
-                        .values(is_gold=True))
+        session.execute(
+            update(CampaignItem)
+            .where(CampaignItem.campaign_id == camp.id, CampaignItem.work_id == w1)
+            .values(is_gold=True)
+        )
     return {"engine": engine, "camp": camp, "w1": w1, "w2": w2}
 
 
@@ -75,8 +98,9 @@ def test_sql_matches_equal_the_python_reference(rich: dict[str, Any], schema: Sc
     engine, camp = rich["engine"], get_campaign(rich["engine"], "m")
     rows = md.label_rows(engine, schema, camp)
     got = md.matches_of(rows)
-    reference = mon.answer_matches(mon.load_labels(engine, camp.id),
-                                   mon.load_finals(engine, camp.id))
+    reference = mon.answer_matches(
+        mon.load_labels(engine, camp.id), mon.load_finals(engine, camp.id)
+    )
     assert len(reference) > 0 and reference["match"].any() and (~reference["match"]).any()
     assert reference["gold_item"].any() and (~reference["gold_item"]).any()
     pd.testing.assert_frame_equal(_sorted(got), _sorted(reference), check_dtype=False)
@@ -85,8 +109,9 @@ def test_sql_matches_equal_the_python_reference(rich: dict[str, Any], schema: Sc
     assert set(rows.attrs["questions"]) == {q.name for q in schema.questions}
 
 
-def test_annotator_table_from_sql_equals_the_reference(rich: dict[str, Any],
-                                                       schema: Schema) -> None:
+def test_annotator_table_from_sql_equals_the_reference(
+    rich: dict[str, Any], schema: Schema
+) -> None:
     engine, camp = rich["engine"], get_campaign(rich["engine"], "m")
     rows = md.label_rows(engine, schema, camp)
     fast = mon.annotator_table(rows, {}, matches=md.matches_of(rows))
@@ -107,8 +132,10 @@ def test_activity_and_remaining(disputed: dict[str, Any]) -> None:  # noqa: F811
     assert (remaining, started) == (4, 2)
 
 
-def test_data_version_moves_with_labels_not_time(disputed: dict[str, Any],  # noqa: F811
-                                                 schema: Schema) -> None:
+def test_data_version_moves_with_labels_not_time(
+    disputed: dict[str, Any],  # noqa: F811
+    schema: Schema,
+) -> None:
     engine, camp = disputed["engine"], disputed["camp"]
     before = md.data_version(engine, camp.id)
     assert md.data_version(engine, camp.id) == before
@@ -120,8 +147,9 @@ def test_data_version_moves_with_labels_not_time(disputed: dict[str, Any],  # no
 def test_live_view_equals_the_database(disputed: dict[str, Any], schema: Schema) -> None:  # noqa: F811
     engine, camp = disputed["engine"], disputed["camp"]
     live = live_view(engine, camp.id)
-    assert {k: live.progress[k] for k in campaign_progress(engine, camp.id)} == \
-        campaign_progress(engine, camp.id)
+    assert {k: live.progress[k] for k in campaign_progress(engine, camp.id)} == campaign_progress(
+        engine, camp.id
+    )
     assert live.rate["n"] == 4 and live.rate["remaining"] == 4
     assert "2 of 4 works have all 2 label(s)" in live.sentences["progress"]
     assert "2 have at least one" in live.sentences["progress"]

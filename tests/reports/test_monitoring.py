@@ -37,15 +37,35 @@ BINARY = Question("ca", "binary", ("yes", "no"))
 
 
 def lab(
-    work: str, who: str, answers: dict[str, Any] | None = None, *, version: int = 1,
-    skipped: bool = False, reason: str | None = None, flagged: bool = False,
-    note: str | None = None, ms: int | None = 1000, at: datetime = T0, gold: bool = False,
+    work: str,
+    who: str,
+    answers: dict[str, Any] | None = None,
+    *,
+    version: int = 1,
+    skipped: bool = False,
+    reason: str | None = None,
+    flagged: bool = False,
+    note: str | None = None,
+    ms: int | None = 1000,
+    at: datetime = T0,
+    gold: bool = False,
 ) -> dict[str, Any]:
     """One row of a labels frame (LABEL_COLUMNS)."""
-    return {"label_id": 0, "work_id": work, "user_id": hash(who) % 1000, "annotator": who,
-            "version": version, "answers": answers or {}, "skipped": skipped,
-            "skip_reason": reason, "flagged": flagged, "note": note, "time_on_item_ms": ms,
-            "created_at": at, "gold_item": gold}
+    return {
+        "label_id": 0,
+        "work_id": work,
+        "user_id": hash(who) % 1000,
+        "annotator": who,
+        "version": version,
+        "answers": answers or {},
+        "skipped": skipped,
+        "skip_reason": reason,
+        "flagged": flagged,
+        "note": note,
+        "time_on_item_ms": ms,
+        "created_at": at,
+        "gold_item": gold,
+    }
 
 
 def frame(*rows: dict[str, Any]) -> pd.DataFrame:
@@ -61,10 +81,13 @@ def events(*rows: tuple[str, str | None, str, datetime]) -> pd.DataFrame:
 # ------------------------------------------------------------------ progress
 
 
-@pytest.mark.parametrize(("freq", "expected"), [
-    ("D", [(1, 1, 1, 0), (1, 0, 0, 1)]),
-    ("W", [(2, 1, 1, 1)]),
-])
+@pytest.mark.parametrize(
+    ("freq", "expected"),
+    [
+        ("D", [(1, 1, 1, 0), (1, 0, 0, 1)]),
+        ("W", [(2, 1, 1, 1)]),
+    ],
+)
 def test_progress_table(freq: str, expected: list[tuple[int, ...]]) -> None:
     """Counts per day and per week; edits and re-adjudications are not recounted."""
     labels = frame(
@@ -99,13 +122,16 @@ def test_progress_table_empty_and_long() -> None:
 # ------------------------------------------------------------------ agreement with final
 
 
-@pytest.mark.parametrize(("given", "truth", "match"), [
-    (["a", "b"], ["b", "a"], True),
-    (["a"], ["a", "b"], False),
-    ([], [], True),
-    ("x", "x", True),
-    ("yes", "no", False),
-])
+@pytest.mark.parametrize(
+    ("given", "truth", "match"),
+    [
+        (["a", "b"], ["b", "a"], True),
+        (["a"], ["a", "b"], False),
+        ([], [], True),
+        ("x", "x", True),
+        ("yes", "no", False),
+    ],
+)
 def test_answer_matches_compares_sets_and_values(given: Any, truth: Any, match: bool) -> None:
     """Multi answers compare as sets, others by value."""
     labels = frame(lab("W1", "ann", {"q": given}))
@@ -125,17 +151,23 @@ def test_answer_matches_ignores_skips_superseded_and_unvalidated() -> None:
     finals = {"W1": {"genre": "x", "ca": "yes"}, "W2": {"genre": "x"}, "W4": {"genre": "x"}}
     out = mon.answer_matches(labels, finals)
     assert sorted(zip(out["work_id"], out["question"], out["match"], strict=True)) == [
-        ("W1", "ca", False), ("W1", "genre", True), ("W4", "genre", False)]
+        ("W1", "ca", False),
+        ("W1", "genre", True),
+        ("W4", "genre", False),
+    ]
     assert out.loc[out["work_id"] == "W4", "gold_item"].tolist() == [True]
     only = mon.answer_matches(labels, finals, questions=["genre"])
     assert set(only["question"]) == {"genre"}
 
 
-@pytest.mark.parametrize(("values", "share", "n"), [
-    ([True, True, False, False], 0.5, 4),
-    ([True], 1.0, 1),
-    ([], None, 0),
-])
+@pytest.mark.parametrize(
+    ("values", "share", "n"),
+    [
+        ([True, True, False, False], 0.5, 4),
+        ([True], 1.0, 1),
+        ([], None, 0),
+    ],
+)
 def test_share_has_interval_and_n(values: list[bool], share: float | None, n: int) -> None:
     """A share carries its Wilson interval and n (None when n is 0)."""
     out = mon.share(pd.Series(values, dtype=bool))
@@ -149,8 +181,13 @@ def test_share_has_interval_and_n(values: list[bool], share: float | None, n: in
 def test_agreement_by_groups() -> None:
     """Agreement is grouped with its n."""
     matches = pd.DataFrame(
-        [("ann", "W1", "q", T0, False, True), ("ann", "W2", "q", T0, False, False),
-         ("bob", "W1", "q", T0, False, True)], columns=mon.MATCH_COLUMNS)
+        [
+            ("ann", "W1", "q", T0, False, True),
+            ("ann", "W2", "q", T0, False, False),
+            ("bob", "W1", "q", T0, False, True),
+        ],
+        columns=mon.MATCH_COLUMNS,
+    )
     out = mon.agreement_by(matches, ["annotator"])
     assert out[["annotator", "share", "n"]].values.tolist() == [["ann", 0.5, 2], ["bob", 1.0, 1]]
     assert mon.agreement_by(matches.iloc[0:0], ["annotator"]).empty
@@ -161,8 +198,7 @@ def test_annotator_table() -> None:
     labels = frame(
         lab("W1", "ann", {"genre": "x"}, ms=2000),
         lab("W2", "ann", {"genre": "y"}, ms=4000, at=T0 + timedelta(minutes=10)),
-        lab("W3", "ann", skipped=True, reason="no_abstract", ms=None,
-            at=T0 + timedelta(hours=2)),
+        lab("W3", "ann", skipped=True, reason="no_abstract", ms=None, at=T0 + timedelta(hours=2)),
         lab("W4", "ann", {"genre": "x"}, flagged=True, note="?", ms=9000, gold=True),
         lab("W1", "bob", {"genre": "x"}, ms=1000),
     )
@@ -192,8 +228,11 @@ def test_reasons_table() -> None:
     )
     out = mon.reasons_table(labels)
     assert out[["kind", "reason", "n"]].values.tolist() == [
-        ["skip", "no_abstract", 2], ["skip", "other", 1],
-        ["flag", "(no note)", 1], ["flag", "scope?", 1]]
+        ["skip", "no_abstract", 2],
+        ["skip", "other", 1],
+        ["flag", "(no note)", 1],
+        ["flag", "scope?", 1],
+    ]
     assert set(out["of"]) == {5}
     assert out["share"].iloc[0] == pytest.approx(0.4)
     assert mon.reasons_table(frame()).empty
@@ -201,10 +240,12 @@ def test_reasons_table() -> None:
 
 def test_drift_table() -> None:
     """Agreement per week, pooled and per annotator, gold left out."""
-    rows = [("ann", "W1", "q", T0, False, True),
-            ("ann", "W2", "q", T0 + timedelta(days=7), False, False),
-            ("bob", "W2", "q", T0 + timedelta(days=8), False, True),
-            ("bob", "W3", "q", T0, True, False)]  # gold: left out
+    rows = [
+        ("ann", "W1", "q", T0, False, True),
+        ("ann", "W2", "q", T0 + timedelta(days=7), False, False),
+        ("bob", "W2", "q", T0 + timedelta(days=8), False, True),
+        ("bob", "W3", "q", T0, True, False),
+    ]  # gold: left out
     out = mon.drift_table(pd.DataFrame(rows, columns=mon.MATCH_COLUMNS), "W")
     pooled = out[out["annotator"] == mon.ALL_ANNOTATORS]
     assert pooled[["share", "n"]].values.tolist() == [[1.0, 1], [0.5, 2]]
@@ -217,17 +258,28 @@ def test_drift_table() -> None:
 
 def test_agreement_and_pairs_tables() -> None:
     """Agreement rows per question and label; pair kappas weighted by n."""
-    entry = {"n_works": 10, "n_labels": 20, "krippendorff_alpha": 0.6, "alpha_ci": [0.4, 0.8],
-             "fleiss_kappa": 0.59, "kappa_ci": None, "gwet_ac1": 0.7, "percent_agreement": 0.8}
+    entry = {
+        "n_works": 10,
+        "n_labels": 20,
+        "krippendorff_alpha": 0.6,
+        "alpha_ci": [0.4, 0.8],
+        "fleiss_kappa": 0.59,
+        "kappa_ci": None,
+        "gwet_ac1": 0.7,
+        "percent_agreement": 0.8,
+    }
     report = {
-        "questions": {"cats": {**entry, "labels": {"a": {**entry, "alpha_ci": None}}},
-                      "ca": {**entry, "labels": {}}},
-        "pairs": [{"a": "ann", "b": "bob", "question": "cats", "n": 10, "cohen_kappa": 0.5},
-                  {"a": "ann", "b": "bob", "question": "ca", "n": 30, "cohen_kappa": 0.9}],
+        "questions": {
+            "cats": {**entry, "labels": {"a": {**entry, "alpha_ci": None}}},
+            "ca": {**entry, "labels": {}},
+        },
+        "pairs": [
+            {"a": "ann", "b": "bob", "question": "cats", "n": 10, "cohen_kappa": 0.5},
+            {"a": "ann", "b": "bob", "question": "ca", "n": 30, "cohen_kappa": 0.9},
+        ],
     }
     table = agreement_table(report)
-    assert table[["question", "label"]].values.tolist() == [["cats", ""], ["cats", "a"],
-                                                            ["ca", ""]]
+    assert table[["question", "label"]].values.tolist() == [["cats", ""], ["cats", "a"], ["ca", ""]]
     assert table.iloc[0][["alpha_lo", "alpha_hi", "n_works"]].tolist() == [0.4, 0.8, 10]
     assert pd.isna(table.iloc[1]["alpha_lo"])
     pairs = pairs_table(report)
@@ -239,31 +291,63 @@ def test_agreement_and_pairs_tables() -> None:
 
 def test_machine_brier_and_estimate_tables() -> None:
     """Machine, Brier and estimate reports flatten with their n."""
-    metrics = {"n": 5, "precision": {"estimate": 0.5, "lo": 0.1, "hi": 0.9, "n": 2},
-               "recall": {"estimate": 1.0, "lo": 0.3, "hi": 1.0, "n": 1}, "f1": 0.67, "f1_n": 3}
+    metrics = {
+        "n": 5,
+        "precision": {"estimate": 0.5, "lo": 0.1, "hi": 0.9, "n": 2},
+        "recall": {"estimate": 1.0, "lo": 0.3, "hi": 1.0, "n": 1},
+        "f1": 0.67,
+        "f1_n": 3,
+    }
     rel = {"n": 5, "positives": 1, "brier": 0.2, "bins": []}
-    report = {"questions": {"ca": {"systems": {"codex": {"labels": {"yes": metrics}}},
-                                   "calibration": {"codex": {"pooled": rel,
-                                                             "labels": {"yes": rel}}}}}}
+    report = {
+        "questions": {
+            "ca": {
+                "systems": {"codex": {"labels": {"yes": metrics}}},
+                "calibration": {"codex": {"pooled": rel, "labels": {"yes": rel}}},
+            }
+        }
+    }
     m = machine_table(report)
     assert m.iloc[0][["system", "label", "precision", "precision_n", "recall_n"]].tolist() == [
-        "codex", "yes", 0.5, 2, 1]
+        "codex",
+        "yes",
+        0.5,
+        2,
+        1,
+    ]
     b = brier_table(report)
-    assert b[["label", "brier", "n"]].values.tolist() == [["(all labels)", 0.2, 5],
-                                                          ["yes", 0.2, 5]]
-    est = {"questions": {"ca": {"labels": {"yes": {"overall": {
-        "estimate": 0.3, "lo": 0.1, "hi": 0.5, "n": 12, "method": "stratified"}}}}}}
+    assert b[["label", "brier", "n"]].values.tolist() == [["(all labels)", 0.2, 5], ["yes", 0.2, 5]]
+    est = {
+        "questions": {
+            "ca": {
+                "labels": {
+                    "yes": {
+                        "overall": {
+                            "estimate": 0.3,
+                            "lo": 0.1,
+                            "hi": 0.5,
+                            "n": 12,
+                            "method": "stratified",
+                        }
+                    }
+                }
+            }
+        }
+    }
     e = estimate_table(est)
     assert e.iloc[0][["prevalence", "lo", "hi", "n"]].tolist() == [0.3, 0.1, 0.5, 12]
     assert estimate_table({"estimable": False, "questions": {}}).empty
 
 
-@pytest.mark.parametrize(("args", "text"), [
-    ((0.8234, 0.7, 0.9), "0.82 [0.70, 0.90]"),
-    ((0.5, None, None), "0.50"),
-    ((None, None, None), "—"),
-    ((float("nan"), 0.1, 0.2), "—"),
-])
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        ((0.8234, 0.7, 0.9), "0.82 [0.70, 0.90]"),
+        ((0.5, None, None), "0.50"),
+        ((None, None, None), "—"),
+        ((float("nan"), 0.1, 0.2), "—"),
+    ],
+)
 def test_fmt_ci(args: tuple[Any, ...], text: str) -> None:
     """Estimates print with their interval, or a dash when undefined."""
     assert fmt_ci(*args) == text
@@ -280,40 +364,67 @@ def test_with_ci_replaces_columns() -> None:
 # ------------------------------------------------------------------ disputes (pure)
 
 
-@pytest.mark.parametrize(("answers", "expected"), [
-    ([{"cats": ["a"], "genre": "x", "ca": "yes"}, {"cats": ["a", "b"], "genre": "y", "ca": "yes"}],
-     {"cats": ["a"], "genre": None, "ca": "yes"}),
-    ([{"cats": ["b"], "genre": "x"}, {"cats": ["b", "c"], "genre": "x"},
-      {"cats": ["c"], "genre": "z"}],
-     {"cats": ["b", "c"], "genre": "x", "ca": None}),
-    ([], {"cats": [], "genre": None, "ca": None}),
-])
+@pytest.mark.parametrize(
+    ("answers", "expected"),
+    [
+        (
+            [
+                {"cats": ["a"], "genre": "x", "ca": "yes"},
+                {"cats": ["a", "b"], "genre": "y", "ca": "yes"},
+            ],
+            {"cats": ["a"], "genre": None, "ca": "yes"},
+        ),
+        (
+            [
+                {"cats": ["b"], "genre": "x"},
+                {"cats": ["b", "c"], "genre": "x"},
+                {"cats": ["c"], "genre": "z"},
+            ],
+            {"cats": ["b", "c"], "genre": "x", "ca": None},
+        ),
+        ([], {"cats": [], "genre": None, "ca": None}),
+    ],
+)
 def test_majority_answers(answers: list[dict[str, Any]], expected: dict[str, Any]) -> None:
     """Strict majority per question; multi by label; ties give None."""
     assert disputes.majority_answers(answers, [MULTI, SINGLE, BINARY]) == expected
 
 
-@pytest.mark.parametrize(("answers", "missing"), [
-    ({"cats": [], "genre": "x", "ca": "no"}, []),
-    ({"cats": None, "genre": None, "ca": "yes"}, ["genre"]),
-    ({}, ["genre", "ca"]),
-])
+@pytest.mark.parametrize(
+    ("answers", "missing"),
+    [
+        ({"cats": [], "genre": "x", "ca": "no"}, []),
+        ({"cats": None, "genre": None, "ca": "yes"}, ["genre"]),
+        ({}, ["genre", "ca"]),
+    ],
+)
 def test_unanswered(answers: dict[str, Any], missing: list[str]) -> None:
     """Only single and binary questions can be unanswered."""
     assert disputes.unanswered(answers, [MULTI, SINGLE, BINARY]) == missing
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (["a", "b"], "a, b"), ([], "none"), (None, "—"), ("yes", "yes"),
-])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (["a", "b"], "a, b"),
+        ([], "none"),
+        (None, "—"),
+        ("yes", "yes"),
+    ],
+)
 def test_fmt_answer(value: Any, text: str) -> None:
     """Answers print as text."""
     assert disputes.fmt_answer(value) == text
 
 
-@pytest.mark.parametrize(("text", "ids"), [
-    ("W1, w2\nW1", ["W1", "W2"]), ("  ", []), ("W3;W4 W5", ["W3", "W4", "W5"]),
-])
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        ("W1, w2\nW1", ["W1", "W2"]),
+        ("  ", []),
+        ("W3;W4 W5", ["W3", "W4", "W5"]),
+    ],
+)
 def test_parse_work_ids(text: str, ids: list[str]) -> None:
     """Typed ids are split, upper-cased and deduplicated."""
     assert disputes.parse_work_ids(text) == ids
@@ -322,13 +433,20 @@ def test_parse_work_ids(text: str, ids: list[str]) -> None:
 def test_dispute_table_and_disagreeing() -> None:
     """The side-by-side table names annotators and marks disagreement."""
     view = disputes.DisputeView(
-        "W1", 1, "t", {}, ("ann", "bob"),
-        {"ann": {"cats": ["a"], "genre": "x"}, "bob": {"cats": ["a"], "genre": "y"}})
+        "W1",
+        1,
+        "t",
+        {},
+        ("ann", "bob"),
+        {"ann": {"cats": ["a"], "genre": "x"}, "bob": {"cats": ["a"], "genre": "y"}},
+    )
     assert disputes.disagreeing(view.answers, ["cats", "genre"]) == ["genre"]
     table = disputes.dispute_table(view, [MULTI, SINGLE])
     assert list(table.columns) == ["question", "ann", "bob", "disagree", "majority"]
-    assert table.values.tolist() == [["cats", "a", "a", False, "a"],
-                                     ["genre", "x", "y", True, "no majority"]]
+    assert table.values.tolist() == [
+        ["cats", "a", "a", False, "a"],
+        ["genre", "x", "y", True, "no majority"],
+    ]
 
 
 # ------------------------------------------------------------------ database
@@ -338,11 +456,22 @@ def _label(engine: Engine, schema: Schema, cid: int, uid: int, variant: int, **k
     """Claim the next work for a user and label (or skip) it."""
     claim = claim_next(engine, cid, uid)
     assert claim is not None
-    submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers_for(schema, variant),
-        schema_hash=schema.hash, scores_visible=False, model_version="m", time_on_item_ms=1500,
-        submission_id=f"{cid}-{uid}-{claim.work_id}", **kw,
-    ), schema=schema)
+    submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=claim.work_id,
+            user_id=uid,
+            answers=answers_for(schema, variant),
+            schema_hash=schema.hash,
+            scores_visible=False,
+            model_version="m",
+            time_on_item_ms=1500,
+            submission_id=f"{cid}-{uid}-{claim.work_id}",
+            **kw,
+        ),
+        schema=schema,
+    )
     return claim.work_id
 
 
@@ -359,8 +488,16 @@ def disputed(engine: Engine, schema: Schema) -> dict[str, Any]:
     w2 = _label(engine, schema, camp.id, a, 0)
     _label(engine, schema, camp.id, b, 0)
     w3 = _label(engine, schema, camp.id, b, 0, skipped=True, skip_reason="no_abstract")
-    return {"engine": engine, "camp": camp, "other": other, "lead": lead, "ann": a,
-            "w1": w1, "w2": w2, "w3": w3}
+    return {
+        "engine": engine,
+        "camp": camp,
+        "other": other,
+        "lead": lead,
+        "ann": a,
+        "w1": w1,
+        "w2": w2,
+        "w3": w3,
+    }
 
 
 def _status(engine: Engine, wid: str) -> Any:
@@ -412,15 +549,16 @@ def test_db_monitoring(disputed: dict[str, Any]) -> None:
     """The DB loaders feed the pure tables; an empty campaign gives empty tables."""
     engine, cid = disputed["engine"], disputed["camp"].id
     progress = mon.progress_over_time(engine, cid)
-    assert progress[["labelled", "skipped", "validated", "disputed"]].sum().tolist() == [4, 1,
-                                                                                         1, 1]
+    assert progress[["labelled", "skipped", "validated", "disputed"]].sum().tolist() == [4, 1, 1, 1]
     stats = mon.annotator_stats(engine, cid).set_index("annotator")
     assert stats.loc["bob", ["labels", "skips", "flags"]].tolist() == [2, 1, 1]
     assert stats.loc["ann", "median_seconds"] == 1.5
     assert stats.loc["ann", "agree"] == 1.0 and stats.loc["ann", "agree_n"] == 6
     reasons = mon.skip_and_flag_reasons(engine, cid)
-    assert reasons[["kind", "reason", "n"]].values.tolist() == [["skip", "no_abstract", 1],
-                                                                ["flag", "hm", 1]]
+    assert reasons[["kind", "reason", "n"]].values.tolist() == [
+        ["skip", "no_abstract", 1],
+        ["flag", "hm", 1],
+    ]
     drift = mon.drift(engine, cid)
     assert drift.loc[drift["annotator"] == mon.ALL_ANNOTATORS, "n"].sum() == 12
     empty = disputed["other"].id

@@ -37,8 +37,12 @@ def _items(engine: Engine, campaign_id: int) -> list[Any]:
     with read_session(engine) as session:
         return session.execute(
             select(
-                CampaignItem.work_id, CampaignItem.position, CampaignItem.stratum,
-                CampaignItem.inclusion_prob, CampaignItem.n_labels, CampaignItem.done,
+                CampaignItem.work_id,
+                CampaignItem.position,
+                CampaignItem.stratum,
+                CampaignItem.inclusion_prob,
+                CampaignItem.n_labels,
+                CampaignItem.done,
                 CampaignItem.is_gold,
             )
             .where(CampaignItem.campaign_id == campaign_id)
@@ -52,11 +56,15 @@ def _scored_works(engine: Engine) -> list[dict[str, Any]]:
     rows = []
     for i in range(40):
         opus, gpt = (round(float(x), 2) for x in rng.random(2))  # rounding makes ties
-        rows.append(work_row(
-            f"W{i:03d}", score_opus=opus, score_gpt=gpt,
-            teacher_disagreement=round(float(rng.random()), 1),
-            threshold_uncertainty=None if i % 9 == 0 else round(float(rng.random()), 1),
-        ))
+        rows.append(
+            work_row(
+                f"W{i:03d}",
+                score_opus=opus,
+                score_gpt=gpt,
+                teacher_disagreement=round(float(rng.random()), 1),
+                threshold_uncertainty=None if i % 9 == 0 else round(float(rng.random()), 1),
+            )
+        )
     insert_works(engine, rows)
     return rows
 
@@ -67,9 +75,7 @@ def test_score_orders_descending_ties_by_id_nulls_last(engine: Engine, strategy:
     rows = _scored_works(engine)
     camp = create_campaign(engine, name=f"c-{strategy}", strategy=strategy)
     assert not camp.is_probability_sample and camp.n_items == 40 and camp.sample is None
-    expected = sorted(
-        rows, key=lambda r: (r[strategy] is None, -(r[strategy] or 0.0), r["id"])
-    )
+    expected = sorted(rows, key=lambda r: (r[strategy] is None, -(r[strategy] or 0.0), r["id"]))
     items = _items(engine, camp.id)
     assert [i.work_id for i in items] == [r["id"] for r in expected]
     assert [i.position for i in items] == list(range(1, 41))
@@ -100,15 +106,36 @@ def test_score_order_top_n(engine: Engine) -> None:
 )
 def test_filters(engine: Engine, filter: dict | None, expected: list[str]) -> None:
     """Each filter key selects the expected works."""
-    insert_works(engine, [
-        work_row("A", score_opus=0.9, score_gpt=0.1, field="Medicine", year=2015,
-                 routes={"screen": True}),
-        work_row("B", score_opus=0.6, score_gpt=0.7, field="Sociology", year=2020,
-                 routes={"screen": False}),
-        work_row("C", score_opus=0.3, score_gpt=0.2, field="Physics", year=2024,
-                 routes={"screen": True, "direct": True}),
-        work_row("D", score_opus=0.1, score_gpt=0.0, status=STATUS_VALIDATED, year=None),
-    ])
+    insert_works(
+        engine,
+        [
+            work_row(
+                "A",
+                score_opus=0.9,
+                score_gpt=0.1,
+                field="Medicine",
+                year=2015,
+                routes={"screen": True},
+            ),
+            work_row(
+                "B",
+                score_opus=0.6,
+                score_gpt=0.7,
+                field="Sociology",
+                year=2020,
+                routes={"screen": False},
+            ),
+            work_row(
+                "C",
+                score_opus=0.3,
+                score_gpt=0.2,
+                field="Physics",
+                year=2024,
+                routes={"screen": True, "direct": True},
+            ),
+            work_row("D", score_opus=0.1, score_gpt=0.0, status=STATUS_VALIDATED, year=None),
+        ],
+    )
     camp = create_campaign(engine, name="f", filter=filter)
     assert camp.filter == (validate_filter(filter) or None)
     assert [i.work_id for i in _items(engine, camp.id)] == expected
@@ -189,8 +216,9 @@ def test_random_sample(engine: Engine) -> None:
 def test_random_sample_respects_filter(engine: Engine) -> None:
     """The population of a sample is the filtered frame."""
     add_works(engine, 40)
-    camp = create_campaign(engine, name="r", strategy="random", sample_size=5,
-                           filter={"score_max": [0.5, None]})
+    camp = create_campaign(
+        engine, name="r", strategy="random", sample_size=5, filter={"score_max": [0.5, None]}
+    )
     assert camp.sample["N"] == 20
     assert all(i.inclusion_prob == pytest.approx(5 / 20) for i in _items(engine, camp.id))
 
@@ -199,13 +227,17 @@ def test_random_sample_respects_filter(engine: Engine) -> None:
 def test_stratified_sample(engine: Engine, allocation: str | int) -> None:
     """Stratified samples record strata, n_h and pi = n_h/N_h for each allocation."""
     scores = [0.05, 0.05, 0.2, 0.2, 0.2, 0.4, 0.6, 0.6, 0.8, 0.95, 1.0, None, 0.3]
-    insert_works(engine, [
-        work_row(f"W{i:02d}", score_opus=s, score_gpt=0.0 if s is not None else None)
-        for i, s in enumerate(scores)
-    ])
+    insert_works(
+        engine,
+        [
+            work_row(f"W{i:02d}", score_opus=s, score_gpt=0.0 if s is not None else None)
+            for i, s in enumerate(scores)
+        ],
+    )
     size = None if isinstance(allocation, int) else 8
-    camp = create_campaign(engine, name="s", strategy="stratified", sample_size=size,
-                           allocation=allocation, seed=1)
+    camp = create_campaign(
+        engine, name="s", strategy="stratified", sample_size=size, allocation=allocation, seed=1
+    )
     assert camp.is_probability_sample
     table = {s["stratum"]: s for s in camp.sample["strata"]}
     assert set(table) == {*stratum_labels(DEFAULT_BINS), "score_max[missing or out of range]"}
@@ -271,8 +303,15 @@ def test_lookup_list_progress_and_get_or_create(engine: Engine) -> None:
     """Lookup by name or id, listing, get-or-create, add_items, progress."""
     add_works(engine, 6)
     lead = add_user(engine, "lead", role="lead")
-    camp = create_campaign(engine, name="main", overlap=2, blind=True, questions=["genre"],
-                           created_by=lead, description="first pass")
+    camp = create_campaign(
+        engine,
+        name="main",
+        overlap=2,
+        blind=True,
+        questions=["genre"],
+        created_by=lead,
+        description="first pass",
+    )
     assert get_campaign(engine, "main") == camp
     assert get_campaign(engine, camp.id) == camp
     assert get_campaign(engine, str(camp.id)) == camp
@@ -293,8 +332,15 @@ def test_lookup_list_progress_and_get_or_create(engine: Engine) -> None:
     assert [c.n_items for c in listed] == [3, 6]
     progress = campaign_progress(engine, camp.id)
     assert progress == {
-        "items": 6, "done": 0, "remaining": 6, "labels": 0, "skips": 0, "in_progress": 0,
-        "annotators": 0, "gold_items": 0, "fraction_done": 0.0,
+        "items": 6,
+        "done": 0,
+        "remaining": 6,
+        "labels": 0,
+        "skips": 0,
+        "in_progress": 0,
+        "annotators": 0,
+        "gold_items": 0,
+        "fraction_done": 0.0,
     }
     set_active(engine, camp.id, False)
     assert not get_campaign(engine, camp.id).active

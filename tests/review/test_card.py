@@ -32,8 +32,12 @@ def test_bibliographic_fields_of_the_seed_record(seed_record: dict, schema: Sche
     card = build_card(seed_record, schema)
     assert card.work_id == "W4413411773"
     assert card.title.startswith("Cephalo: Harnessing Heterogeneous GPU Clusters")
-    assert (card.year, card.type, card.lang, card.field) == (2025, "article", "en",
-                                                              "Computer Science")
+    assert (card.year, card.type, card.lang, card.field) == (
+        2025,
+        "article",
+        "en",
+        "Computer Science",
+    )
     assert card.venue is None  # "" in the record
     assert card.doi == "10.1145/3721145.3730418"
     assert card.doi_url == "https://doi.org/10.1145/3721145.3730418"
@@ -42,8 +46,13 @@ def test_bibliographic_fields_of_the_seed_record(seed_record: dict, schema: Sche
     assert len(card.keywords) == 9
     assert card.institutions == ("University of Waterloo",)
     assert card.funders == ("Natural Sciences and Engineering Research Council of Canada",)
-    assert dict(card.routes) == {"ca_aff": True, "ca_fund": True, "ca_venue": False,
-                                 "about_ca": False, "invisible_to_affiliation_only": False}
+    assert dict(card.routes) == {
+        "ca_aff": True,
+        "ca_fund": True,
+        "ca_venue": False,
+        "about_ca": False,
+        "invisible_to_affiliation_only": False,
+    }
     assert card.retraction_state == "Not retracted"
     assert card.has_abstract is False
     assert card.model_version == "metacan-v3-hybrid-931329e0061c"
@@ -132,8 +141,14 @@ def test_a_bare_record_gives_a_card_with_dashes(schema: Schema) -> None:
 
 def test_wrong_types_never_crash(seed_record: dict, schema: Schema) -> None:
     rec = copy.deepcopy(seed_record)
-    rec.update(year="2025", cited_by=True, routes=["x"], keywords=None, is_retracted="no",
-               machine_scores={"score_opus": "high", "provisional": "yes"})
+    rec.update(
+        year="2025",
+        cited_by=True,
+        routes=["x"],
+        keywords=None,
+        is_retracted="no",
+        machine_scores={"score_opus": "high", "provisional": "yes"},
+    )
     rec["prediction"]["category_scores_codex"] = [0.1, 0.2]  # wrong length
     rec["prediction"]["genre_scores_gemma"] = "not a list"
     card = build_card(rec, schema)
@@ -144,8 +159,9 @@ def test_wrong_types_never_crash(seed_record: dict, schema: Schema) -> None:
 
 
 def test_retracted_work(seed_record: dict, schema: Schema) -> None:
-    rec = dict(seed_record, is_retracted=True,
-               retraction={"date": "2024-01-02", "reason": "paper mill"})
+    rec = dict(
+        seed_record, is_retracted=True, retraction={"date": "2024-01-02", "reason": "paper mill"}
+    )
     card = build_card(rec, schema)
     assert card.retraction_state == "Retracted: date: 2024-01-02; reason: paper mill"
 
@@ -153,11 +169,17 @@ def test_retracted_work(seed_record: dict, schema: Schema) -> None:
 @pytest.mark.parametrize(
     ("raw", "bare", "url"),
     [
-        ("10.1145/3721145.3730418", "10.1145/3721145.3730418",
-         "https://doi.org/10.1145/3721145.3730418"),
+        (
+            "10.1145/3721145.3730418",
+            "10.1145/3721145.3730418",
+            "https://doi.org/10.1145/3721145.3730418",
+        ),
         ("https://doi.org/10.1000/ABC", "10.1000/ABC", "https://doi.org/10.1000/ABC"),
-        ("doi:10.1002/(SICI)1097-4571", "10.1002/(SICI)1097-4571",
-         "https://doi.org/10.1002/%28SICI%291097-4571"),
+        (
+            "doi:10.1002/(SICI)1097-4571",
+            "10.1002/(SICI)1097-4571",
+            "https://doi.org/10.1002/%28SICI%291097-4571",
+        ),
         ("10.1/a b<c>", "10.1/a b<c>", "https://doi.org/10.1/a%20b%3Cc%3E"),
         ("", None, None),
         (None, None, None),
@@ -202,14 +224,23 @@ def test_fmt_score() -> None:
 def test_keyboard_scheme(schema: Schema) -> None:
     assert question_keys(schema.questions) == ["Q", "W", "E", "T", "Y", "U"]
     assert [option_key(i) for i in (0, 8, 9, 10, 11, 19, 20)] == [
-        "1", "9", "0", "Shift+1", "Shift+2", "Shift+0", None]
+        "1",
+        "9",
+        "0",
+        "Shift+1",
+        "Shift+2",
+        "Shift+0",
+        None,
+    ]
 
 
 def test_question_keys_never_take_action_or_reserved_keys(schema: Schema) -> None:
     from dataclasses import replace
 
-    qs = [replace(q, key=k) for q, k in zip(schema.questions, ["F", "r", "q", "Q", "É", None],
-                                            strict=True)]
+    qs = [
+        replace(q, key=k)
+        for q, k in zip(schema.questions, ["F", "r", "q", "Q", "É", None], strict=True)
+    ]
     assert question_keys(qs) == [None, None, "Q", None, None, None]
 
 

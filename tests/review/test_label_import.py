@@ -38,8 +38,10 @@ def cli(url: str, *args: str) -> Result:
 def frame_db(url: str, seed: dict[str, Any], tmp_path: Path, schema: Schema) -> Engine:
     """An engine on `url` with the test frame imported."""
     engine = make_engine(url)
-    frame = write_jsonl(tmp_path / f"frame-{abs(hash(url))}.jsonl",
-                        [make_record(seed, w, doi=f"10.1/{w.lower()}") for w in WORKS])
+    frame = write_jsonl(
+        tmp_path / f"frame-{abs(hash(url))}.jsonl",
+        [make_record(seed, w, doi=f"10.1/{w.lower()}") for w in WORKS],
+    )
     import_frame(engine, frame, schema)
     return engine
 
@@ -97,7 +99,11 @@ def count(engine: Engine, model: Any) -> int:
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_multi_campaign_long_export_round_trips_exactly(
-    db_url: str, sqlite_template: Path, seed_record: dict, schema: Schema, tmp_path: Path,
+    db_url: str,
+    sqlite_template: Path,
+    seed_record: dict,
+    schema: Schema,
+    tmp_path: Path,
     fmt: str,
 ) -> None:
     """Issue 12.1: export --long --status all of two campaigns, import into a fresh database
@@ -174,12 +180,16 @@ def test_rows_go_into_the_campaign_their_file_names(
     res = cli(db_url, "import-labels", str(one), "--campaign", "forced")
     assert res.exit_code == 0, res.output
     assert {(w, u) for c, w, u, *_ in current(engine) if c == "forced"} == {
-        ("W103", "ann"), ("W104", "ann")}
+        ("W103", "ann"),
+        ("W104", "ann"),
+    }
     labels = count(engine, Label)
     res = cli(db_url, "import-labels", str(path), "--campaign", "forced")
     assert res.exit_code == 3
-    assert ("rejected: line 2 (W101): labels of ann from campaigns 'a', 'b' would both go "
-            "into campaign 'forced'") in res.stderr
+    assert (
+        "rejected: line 2 (W101): labels of ann from campaigns 'a', 'b' would both go "
+        "into campaign 'forced'"
+    ) in res.stderr
     assert "1 labels imported" in res.stdout  # W102's: nothing merged, the rest stored
     assert count(engine, Label) == labels + 1
     engine.dispose()
@@ -198,8 +208,9 @@ def test_missing_columns_with_a_new_campaign_create_nothing(
     res = cli(db_url, "import-labels", str(bad), "--campaign", "typo")
     assert res.exit_code == 2
     assert res.stderr.strip() == f"error: {bad}: missing columns question"
-    whole = "\n".join(["work_id,annotator,question,value"]
-                      + [f"W101,ann{i},genre,methods" for i in range(3000)]).encode()
+    whole = "\n".join(
+        ["work_id,annotator,question,value"] + [f"W101,ann{i},genre,methods" for i in range(3000)]
+    ).encode()
     cut = tmp_path / "cut.csv.gz"
     cut.write_bytes(gzip.compress(whole)[:-40])
     res = cli(db_url, "import-labels", str(cut), "--campaign", "typo")
@@ -238,13 +249,31 @@ def test_a_label_with_a_bad_answer_is_rejected_whole(
                          "one of its labels")  # fmt: skip
     assert res.stdout.strip() == (
         f"done: {3 * n + 1} rows, 1 labels imported, 0 already present, {2 * n + 1} rows "
-        "rejected, 1 works added to campaigns, 1 users created, 1 campaigns created")
+        "rejected, 1 works added to campaigns, 1 users created, 1 campaigns created"
+    )
     assert [(w, u) for _, w, u, *_ in current(engine)] == [("W103", "ann")]
     engine.dispose()
 
 
-@pytest.mark.parametrize("cell", ["=cmd|' /C calc'!A0", "+1", "-x", "@x", "\tx", "\rx", "'=x",
-                                  "''@y", "'already quoted", "'", "''", "plain", "", "a=b"])
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "=cmd|' /C calc'!A0",
+        "+1",
+        "-x",
+        "@x",
+        "\tx",
+        "\rx",
+        "'=x",
+        "''@y",
+        "'already quoted",
+        "'",
+        "''",
+        "plain",
+        "",
+        "a=b",
+    ],
+)
 def test_neutralise_and_its_inverse(cell: str) -> None:
     """Issue 12.9: the export's rule and the importer's inverse, cell by cell."""
     import pyarrow as pa
@@ -319,8 +348,9 @@ def test_sample_design_only_for_the_sample_named(
         rows, manifest = export(*args)
         assert labelled in rows
         assert all(r[c] is None for r in rows.values() for c in design), args
-        assert "filled only when --campaign names a probability-sample" in (
-            manifest["sample_design"])
+        assert (
+            "filled only when --campaign names a probability-sample" in (manifest["sample_design"])
+        )
     rows, manifest = export("--campaign", "sample")
     assert sorted(rows) == drawn
     for row in rows.values():

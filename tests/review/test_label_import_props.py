@@ -48,13 +48,22 @@ PLAUSIBLE: dict[str, Any] = {
     "work_id": st.sampled_from(WORKS),
     "annotator": st.sampled_from(["ann", "bob", "=eve", " ann", "a" * 129, "x\x00y", "\n"]),
     "question": st.sampled_from([*SCHEMA.names, "mood", ""]),
-    "value": st.one_of(st.sampled_from([*LABELS, "", "Bibliometrics;Open science", "zz"]),
-                       st.lists(st.sampled_from(LABELS), max_size=3)),
+    "value": st.one_of(
+        st.sampled_from([*LABELS, "", "Bibliometrics;Open science", "zz"]),
+        st.lists(st.sampled_from(LABELS), max_size=3),
+    ),
     "campaign": st.sampled_from(["a", "b", "", "x" * 129, "c\x00", "'=c", "1"]),
     "version": st.sampled_from([1, 2, "3", 0, -1, 2**31, "x", 1.5, None]),
-    "created_at": st.sampled_from(["2024-05-01T10:00:00Z", "2024-05-01T10:00:00.123456+02:00",
-                                   "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00",
-                                   "yesterday", ""]),
+    "created_at": st.sampled_from(
+        [
+            "2024-05-01T10:00:00Z",
+            "2024-05-01T10:00:00.123456+02:00",
+            "0001-01-01T00:00:00+01:00",
+            "9999-12-31T23:59:59-01:00",
+            "yesterday",
+            "",
+        ]
+    ),
     "confidence": st.sampled_from([1, 3, "2", -5, 2**31, "1.5", True, ""]),
     "note": st.sampled_from(["=cmd|x", "'=x", "'q", "a\x00b", "", "n" * 300]),
     "time_on_item_ms": st.sampled_from([1500, -1, 2**31, "12", ""]),
@@ -86,9 +95,9 @@ def whole_label(draw: st.DrawFn) -> list[dict[str, Any]]:
     return rows
 
 
-ROWS = st.lists(st.one_of(JUNK_ROW.map(lambda r: [r]), whole_label(), whole_label()),
-                max_size=6).map(
-    lambda groups: [row for group in groups for row in group])
+ROWS = st.lists(
+    st.one_of(JUNK_ROW.map(lambda r: [r]), whole_label(), whole_label()), max_size=6
+).map(lambda groups: [row for group in groups for row in group])
 
 
 def _cell(value: Any) -> str:
@@ -112,6 +121,7 @@ def write_rows(path: Path, fmt: str, rows: list[dict[str, Any]]) -> None:
         writer.writerows([[_cell(r.get(c)) for c in names] for r in rows])
         path.write_bytes(buf.getvalue().encode("utf-8", "surrogatepass"))
     elif fmt == "parquet":  # text columns (Arrow needs one type a column, and valid UTF-8)
+
         def text(v: Any) -> str | None:
             return None if v is None else _cell(v).encode("utf-8", "replace").decode("utf-8")
 
@@ -150,14 +160,22 @@ def labels_db(db_url: str) -> Iterator[tuple[str, Engine]]:
     engine.dispose()
 
 
-@settings(max_examples=120, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(fmt=st.sampled_from(["csv", "jsonl", "jsonl.gz", "parquet"]),
-       content=st.one_of(ROWS.map(lambda r: ("rows", r)), ROWS.map(lambda r: ("rows", r)),
-                         st.tuples(st.binary(max_size=300), st.booleans(),
-                                   st.integers(0, 30)).map(lambda b: ("bytes", b))),
-       campaign=st.one_of(st.none(), st.none(), st.sampled_from(["a", "new", "x" * 129,
-                                                                 "\x01"])))
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    fmt=st.sampled_from(["csv", "jsonl", "jsonl.gz", "parquet"]),
+    content=st.one_of(
+        ROWS.map(lambda r: ("rows", r)),
+        ROWS.map(lambda r: ("rows", r)),
+        st.tuples(st.binary(max_size=300), st.booleans(), st.integers(0, 30)).map(
+            lambda b: ("bytes", b)
+        ),
+    ),
+    campaign=st.one_of(st.none(), st.none(), st.sampled_from(["a", "new", "x" * 129, "\x01"])),
+)
 def test_import_labels_on_anything(
     labels_db: tuple[str, Engine], tmp_path: Path, fmt: str, content: tuple[str, Any],
     campaign: str | None,

@@ -38,8 +38,11 @@ from tests.factories import add_user, add_works, answers_for
 def _args(schema: Schema, sid: str, variant: int = 0, **kw: Any) -> dict[str, Any]:
     """Keyword arguments of a valid submit."""
     args = {
-        "answers": answers_for(schema, variant), "schema_hash": schema.hash,
-        "scores_visible": False, "model_version": "m1", "time_on_item_ms": 1234,
+        "answers": answers_for(schema, variant),
+        "schema_hash": schema.hash,
+        "scores_visible": False,
+        "model_version": "m1",
+        "time_on_item_ms": 1234,
         "submission_id": sid,
     }
     args.update(kw)
@@ -55,10 +58,13 @@ def _count(engine: Engine, model: Any) -> int:
 def _item(engine: Engine, cid: int, wid: str) -> tuple[int, bool]:
     """(n_labels, done) of a campaign item."""
     with read_session(engine) as session:
-        return tuple(session.execute(
-            select(CampaignItem.n_labels, CampaignItem.done)
-            .where(CampaignItem.campaign_id == cid, CampaignItem.work_id == wid)
-        ).one())
+        return tuple(
+            session.execute(
+                select(CampaignItem.n_labels, CampaignItem.done).where(
+                    CampaignItem.campaign_id == cid, CampaignItem.work_id == wid
+                )
+            ).one()
+        )
 
 
 def _status(engine: Engine, wid: str) -> str:
@@ -79,18 +85,29 @@ def test_submit_records_everything(engine: Engine, schema: Schema, setup: dict) 
     """A submit stores every field, drops the lease and counts the label."""
     cid, a = setup["cid"], setup["a"]
     claim = claim_next(engine, cid, a)
-    res = submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=claim.work_id, user_id=a, flagged=True, note="odd one",
-        confidence=4, **_args(schema, "s1"),
-    ), schema=schema)
-    assert (res.version, res.created, res.skipped, res.status) == (1, True, False,
-                                                                   STATUS_IN_REVIEW)
+    res = submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=claim.work_id,
+            user_id=a,
+            flagged=True,
+            note="odd one",
+            confidence=4,
+            **_args(schema, "s1"),
+        ),
+        schema=schema,
+    )
+    assert (res.version, res.created, res.skipped, res.status) == (1, True, False, STATUS_IN_REVIEW)
     with read_session(engine) as session:
         label = session.get(Label, res.label_id)
         assert label.answers == answers_for(schema, 0)
         assert (label.flagged, label.note, label.confidence) == (True, "odd one", 4)
         assert (label.schema_hash, label.scores_visible, label.model_version) == (
-            schema.hash, False, "m1")
+            schema.hash,
+            False,
+            "m1",
+        )
         assert (label.time_on_item_ms, label.source, label.submission_id) == (1234, "app", "s1")
         assert session.execute(select(Lease)).first() is None
     assert _item(engine, cid, claim.work_id) == (1, False)
@@ -100,19 +117,40 @@ def test_double_submit_is_idempotent(engine: Engine, schema: Schema, setup: dict
     """The same submission id twice creates one label."""
     cid, a = setup["cid"], setup["a"]
     wid = claim_next(engine, cid, a).work_id
-    first = submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "x"),
-    ), schema=schema)
-    again = submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "x"),
-    ), schema=schema)
+    first = submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=a,
+            **_args(schema, "x"),
+        ),
+        schema=schema,
+    )
+    again = submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=a,
+            **_args(schema, "x"),
+        ),
+        schema=schema,
+    )
     assert (again.label_id, again.created, again.version) == (first.label_id, False, 1)
     assert _count(engine, Label) == 1
     assert _item(engine, cid, wid) == (1, False)
     with pytest.raises(LabelError, match="already used for another label"):
-        submit_label(engine, LabelSubmission(
-            campaign_id=cid, work_id="W0002", user_id=a, **_args(schema, "x"),
-        ), schema=schema)
+        submit_label(
+            engine,
+            LabelSubmission(
+                campaign_id=cid,
+                work_id="W0002",
+                user_id=a,
+                **_args(schema, "x"),
+            ),
+            schema=schema,
+        )
 
 
 def test_concurrent_double_click(engine: Engine, schema: Schema, setup: dict) -> None:
@@ -122,9 +160,16 @@ def test_concurrent_double_click(engine: Engine, schema: Schema, setup: dict) ->
 
     def go(_: int) -> Any:
         """Submit with the shared submission id."""
-        return submit_label(engine, LabelSubmission(
-            campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "same"),
-        ), schema=schema)
+        return submit_label(
+            engine,
+            LabelSubmission(
+                campaign_id=cid,
+                work_id=wid,
+                user_id=a,
+                **_args(schema, "same"),
+            ),
+            schema=schema,
+        )
 
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(go, range(4)))
@@ -177,57 +222,115 @@ def test_skip_and_campaign_questions(engine: Engine, schema: Schema) -> None:
     camp = create_campaign(engine, name="g", questions=["genre", "about_ca_topic"])
     wid = claim_next(engine, camp.id, a).work_id
     with pytest.raises(LabelError, match="unknown question 'domain'"):
-        submit_label(engine, LabelSubmission(
-            campaign_id=camp.id, work_id=wid, user_id=a,
-            **_args(schema, "s0", answers={"genre": "methods", "about_ca_topic": "no",
-                                           "domain": "cross_domain"}),
-        ), schema=schema)
-    res = submit_label(engine, LabelSubmission(
-        campaign_id=camp.id, work_id=wid, user_id=a,
-        **_args(schema, "s1", answers={"genre": "methods"}, skipped=True,
-                skip_reason="out_of_scope"),
-    ), schema=schema)
+        submit_label(
+            engine,
+            LabelSubmission(
+                campaign_id=camp.id,
+                work_id=wid,
+                user_id=a,
+                **_args(
+                    schema,
+                    "s0",
+                    answers={"genre": "methods", "about_ca_topic": "no", "domain": "cross_domain"},
+                ),
+            ),
+            schema=schema,
+        )
+    res = submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=camp.id,
+            work_id=wid,
+            user_id=a,
+            **_args(
+                schema, "s1", answers={"genre": "methods"}, skipped=True, skip_reason="out_of_scope"
+            ),
+        ),
+        schema=schema,
+    )
     assert res.skipped and res.created
     assert _item(engine, camp.id, wid) == (0, False)
     wid2 = claim_next(engine, camp.id, a).work_id
     assert wid2 != wid
-    res = submit_label(engine, LabelSubmission(
-        campaign_id=camp.id, work_id=wid2, user_id=a,
-        **_args(schema, "s2", answers={"genre": "methods", "about_ca_topic": "yes"}),
-    ), schema=schema)
+    res = submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=camp.id,
+            work_id=wid2,
+            user_id=a,
+            **_args(schema, "s2", answers={"genre": "methods", "about_ca_topic": "yes"}),
+        ),
+        schema=schema,
+    )
     assert res.status == STATUS_VALIDATED
     with read_session(engine) as session:
-        assert session.get(Work, wid2).final_answers == {"about_ca_topic": "yes",
-                                                         "genre": "methods"}
+        assert session.get(Work, wid2).final_answers == {
+            "about_ca_topic": "yes",
+            "genre": "methods",
+        }
 
 
 def test_edits_version_history_and_counts(engine: Engine, schema: Schema, setup: dict) -> None:
     """Edits add versions, keep counts right and re-evaluate the work."""
     cid, a, b = setup["cid"], setup["a"], setup["b"]
     wid = claim_next(engine, cid, a).work_id
-    submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "a1"),
-    ), schema=schema)
+    submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=a,
+            **_args(schema, "a1"),
+        ),
+        schema=schema,
+    )
     assert claim_next(engine, cid, b).work_id == wid
-    submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=b, **_args(schema, "b1"),
-    ), schema=schema)
+    submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=b,
+            **_args(schema, "b1"),
+        ),
+        schema=schema,
+    )
     assert _status(engine, wid) == STATUS_VALIDATED and _item(engine, cid, wid) == (2, True)
     # an edit needs no lease and re-evaluates the work
-    res = edit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=a, **_args(schema, "a2", 1),
-    ), schema=schema)
+    res = edit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=a,
+            **_args(schema, "a2", 1),
+        ),
+        schema=schema,
+    )
     assert (res.version, res.status) == (2, STATUS_DISPUTED)
     # turning the label into a skip stops it counting; the work goes back in the queue
-    res = edit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=b,
-        **_args(schema, "b2", skipped=True, skip_reason="other"),
-    ), schema=schema)
+    res = edit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=b,
+            **_args(schema, "b2", skipped=True, skip_reason="other"),
+        ),
+        schema=schema,
+    )
     assert (res.version, res.status) == (2, STATUS_IN_REVIEW)
     assert _item(engine, cid, wid) == (1, False)
-    res = edit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=b, **_args(schema, "b3", 1),
-    ), schema=schema)
+    res = edit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=b,
+            **_args(schema, "b3", 1),
+        ),
+        schema=schema,
+    )
     assert (res.version, res.status) == (3, STATUS_VALIDATED)
     assert _item(engine, cid, wid) == (2, True)
     history = label_history(engine, cid, wid, a)
@@ -236,16 +339,26 @@ def test_edits_version_history_and_counts(engine: Engine, schema: Schema, setup:
     mine = user_labels(engine, cid, b)
     assert [(m.work_id, m.version, m.skipped) for m in mine] == [(wid, 3, False)]
     with pytest.raises(LabelError, match="no label of yours"):
-        edit_label(engine, LabelSubmission(
-            campaign_id=cid, work_id="W0005", user_id=a, **_args(schema, "e"),
-        ), schema=schema)
+        edit_label(
+            engine,
+            LabelSubmission(
+                campaign_id=cid,
+                work_id="W0005",
+                user_id=a,
+                **_args(schema, "e"),
+            ),
+            schema=schema,
+        )
     with read_session(engine) as session:
         events = session.execute(
             select(StatusEvent.to_status, StatusEvent.user_id).order_by(StatusEvent.id)
         ).all()
     assert [tuple(e) for e in events] == [
-        (STATUS_IN_REVIEW, a), (STATUS_VALIDATED, b), (STATUS_DISPUTED, a),
-        (STATUS_IN_REVIEW, b), (STATUS_VALIDATED, b),
+        (STATUS_IN_REVIEW, a),
+        (STATUS_VALIDATED, b),
+        (STATUS_DISPUTED, a),
+        (STATUS_IN_REVIEW, b),
+        (STATUS_VALIDATED, b),
     ]
 
 
@@ -253,37 +366,77 @@ def test_current_labels_frame(engine: Engine, schema: Schema, setup: dict) -> No
     """current_labels gives the latest non-skipped version, one row per question."""
     cid, a, b = setup["cid"], setup["a"], setup["b"]
     w1 = claim_next(engine, cid, a).work_id
-    submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=w1, user_id=a, **_args(schema, "1"),
-    ), schema=schema)
-    edit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=w1, user_id=a,
-        **_args(schema, "2", answers={**answers_for(schema, 0),
-                                      "categories": ["Open science", "Bibliometrics"]}),
-    ), schema=schema)
+    submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=w1,
+            user_id=a,
+            **_args(schema, "1"),
+        ),
+        schema=schema,
+    )
+    edit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=w1,
+            user_id=a,
+            **_args(
+                schema,
+                "2",
+                answers={**answers_for(schema, 0), "categories": ["Open science", "Bibliometrics"]},
+            ),
+        ),
+        schema=schema,
+    )
     w2 = claim_next(engine, cid, b).work_id
     assert w2 == w1
-    submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=w2, user_id=b,
-        **_args(schema, "3", skipped=True, skip_reason="no_abstract"),
-    ), schema=schema)
+    submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=w2,
+            user_id=b,
+            **_args(schema, "3", skipped=True, skip_reason="no_abstract"),
+        ),
+        schema=schema,
+    )
     other = create_campaign(engine, name="other")
     w3 = claim_next(engine, other.id, b).work_id
-    submit_label(engine, LabelSubmission(
-        campaign_id=other.id, work_id=w3, user_id=b,
-        **_args(schema, "4", answers={**answers_for(schema, 0), "categories": []}),
-    ), schema=schema)
+    submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=other.id,
+            work_id=w3,
+            user_id=b,
+            **_args(schema, "4", answers={**answers_for(schema, 0), "categories": []}),
+        ),
+        schema=schema,
+    )
     frame = current_labels(engine, cid)
-    assert list(frame.columns) == ["campaign_id", "work_id", "annotator", "user_id", "question",
-                                   "value", "created_at", "version"]
+    assert list(frame.columns) == [
+        "campaign_id",
+        "work_id",
+        "annotator",
+        "user_id",
+        "question",
+        "value",
+        "created_at",
+        "version",
+    ]
     assert set(frame["annotator"]) == {"a"} and set(frame["version"]) == {2}
     assert len(frame) == len(schema.questions)
     cats = frame.loc[frame["question"] == "categories", "value"].item()
     assert cats == "Bibliometrics;Open science"  # schema order
     everything = current_labels(engine)
     assert len(everything) == 2 * len(schema.questions)
-    assert everything.loc[(everything["annotator"] == "b")
-                          & (everything["question"] == "categories"), "value"].item() == ""
+    assert (
+        everything.loc[
+            (everything["annotator"] == "b") & (everything["question"] == "categories"), "value"
+        ].item()
+        == ""
+    )
     assert current_labels(engine, 999).empty
     assert [v.work_id for v in user_labels(engine, cid, a)] == [w1]  # only one's own
 
@@ -293,8 +446,10 @@ def test_current_labels_frame(engine: Engine, schema: Schema, setup: dict) -> No
 
 def _csv(path: Path, rows: list[str]) -> Path:
     """Write a long-format labels CSV."""
-    path.write_text("work_id,annotator,question,value,created_at,confidence,note\n"
-                    + "\n".join(rows) + "\n", encoding="utf-8")
+    path.write_text(
+        "work_id,annotator,question,value,created_at,confidence,note\n" + "\n".join(rows) + "\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -303,8 +458,12 @@ def test_import_csv(engine: Engine, schema: Schema, tmp_path: Path) -> None:
     is idempotent."""
     add_works(engine, 3)
     add_user(engine, "ann")
-    create_campaign(engine, name="imported", strategy="manual",
-                    questions=["categories", "genre", "about_ca_system"])
+    create_campaign(
+        engine,
+        name="imported",
+        strategy="manual",
+        questions=["categories", "genre", "about_ca_system"],
+    )
     rows = [
         "W0001,ann,categories,Bibliometrics;Open science,2024-05-01T10:00:00Z,4,",
         "W0001,ann,genre,methods,,,",
@@ -325,16 +484,15 @@ def test_import_csv(engine: Engine, schema: Schema, tmp_path: Path) -> None:
     ]
     path = _csv(tmp_path / "labels.csv", rows)
     summary = import_labels(engine, path, schema)
-    assert (summary.rows, summary.imported, summary.duplicates, summary.rejected) == (
-        16, 3, 0, 9)
+    assert (summary.rows, summary.imported, summary.duplicates, summary.rejected) == (16, 3, 0, 9)
     assert summary.campaign == "imported" and summary.users_created == ["bob"]
     assert summary.works_added == 2
     problems = {p.line: p for p in summary.problems}
     assert set(problems) == {8, 9, 11, 12, 13, 14, 15, 16, 17}
     for line in (8, 9):  # ann's label on W0002 goes with its contradicting line 15
         assert problems[line].reason == (
-            "part of a rejected label (line 15: question 'genre' already answered 'review' "
-            "above)")
+            "part of a rejected label (line 15: question 'genre' already answered 'review' above)"
+        )
     assert "unknown work W9999" in problems[11].reason and problems[11].work_id == "W9999"
     assert "unknown question 'mood'" in problems[12].reason
     assert "'sonnet' is not one of" in problems[13].reason
@@ -369,8 +527,7 @@ def test_import_jsonl_gz_into_named_campaign_and_update(
     add_works(engine, 3)
     camp = create_campaign(engine, name="pilot", overlap=2, sample_size=1)
     rows = [
-        {"work_id": "W0001", "annotator": "x", "question": "categories",
-         "value": ["Open science"]},
+        {"work_id": "W0001", "annotator": "x", "question": "categories", "value": ["Open science"]},
         {"work_id": "W0001", "annotator": "x", "question": "about_ca_topic", "value": False},
         {"work_id": "W0002", "annotator": "x", "question": "genre", "value": "methods"},
     ]
@@ -389,7 +546,8 @@ def test_import_jsonl_gz_into_named_campaign_and_update(
     assert (summary.imported, summary.duplicates) == (1, 1)
     with read_session(engine) as session:
         versions = session.execute(
-            select(Label.version, Label.answers).where(Label.work_id == "W0002")
+            select(Label.version, Label.answers)
+            .where(Label.work_id == "W0002")
             .order_by(Label.version)
         ).all()
     assert [(v, a["genre"]) for v, a in versions] == [(1, "methods"), (2, "review")]

@@ -30,24 +30,35 @@ from tests.factories import add_user, add_works, answers_for, insert_works, work
 def submit(engine: Engine, schema: Schema, cid: int, wid: str, uid: int, **kw: Any) -> Any:
     """Submit a valid label (or a skip with skipped=True)."""
     args: dict[str, Any] = {
-        "answers": answers_for(schema, kw.pop("variant", 0)), "schema_hash": schema.hash,
-        "scores_visible": True, "model_version": "m", "time_on_item_ms": 1000,
+        "answers": answers_for(schema, kw.pop("variant", 0)),
+        "schema_hash": schema.hash,
+        "scores_visible": True,
+        "model_version": "m",
+        "time_on_item_ms": 1000,
         "submission_id": f"{cid}:{wid}:{uid}:{kw.get('skipped', False)}",
     }
     if kw.get("skipped"):
         args["skip_reason"] = "no_abstract"
     args.update(kw)
-    return submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=wid, user_id=uid, **args,
-    ), schema=schema)
+    return submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=wid,
+            user_id=uid,
+            **args,
+        ),
+        schema=schema,
+    )
 
 
 def _leases(engine: Engine) -> list[tuple[str, int]]:
     """All leases as (work, user)."""
     with read_session(engine) as session:
-        return [tuple(r) for r in session.execute(
-            select(Lease.work_id, Lease.user_id).order_by(Lease.work_id)
-        )]
+        return [
+            tuple(r)
+            for r in session.execute(select(Lease.work_id, Lease.user_id).order_by(Lease.work_id))
+        ]
 
 
 def test_claim_order_reload_and_distinct_users(engine: Engine) -> None:
@@ -57,8 +68,12 @@ def test_claim_order_reload_and_distinct_users(engine: Engine) -> None:
     camp = create_campaign(engine, name="c", lease_seconds=600)
     t0 = utcnow()
     first = claim_next(engine, camp.id, a, now=t0)
-    assert (first.work_id, first.position, first.is_gold, first.resumed) == ("W0001", 1, False,
-                                                                             False)
+    assert (first.work_id, first.position, first.is_gold, first.resumed) == (
+        "W0001",
+        1,
+        False,
+        False,
+    )
     assert first.expires_at == t0 + timedelta(seconds=600)
     again = claim_next(engine, camp.id, a, now=t0 + timedelta(seconds=30))
     assert (again.work_id, again.resumed) == ("W0001", True)
@@ -83,9 +98,7 @@ def test_overlap_skips_and_exhaustion(engine: Engine, schema: Schema) -> None:
     submit(engine, schema, camp.id, w1, b)
     submit(engine, schema, camp.id, "W0002", a, skipped=True)
     with read_session(engine) as session:
-        rows = dict(session.execute(
-            select(CampaignItem.work_id, CampaignItem.n_labels)
-        ).all())
+        rows = dict(session.execute(select(CampaignItem.work_id, CampaignItem.n_labels)).all())
         done = dict(session.execute(select(CampaignItem.work_id, CampaignItem.done)).all())
     assert rows == {"W0001": 2, "W0002": 0, "W0003": 0}  # a skip does not count
     assert done == {"W0001": True, "W0002": False, "W0003": False}
@@ -166,9 +179,9 @@ def test_closed_and_unknown_campaigns(engine: Engine) -> None:
 def test_gold_mixing(engine: Engine, schema: Schema) -> None:
     """With gold_rate 1 gold works come first, added as gold items, for every annotator."""
     add_works(engine, 4)
-    insert_works(engine, [
-        work_row(f"G{i}", score_opus=0.01, score_gpt=0.0, is_gold=True) for i in range(2)
-    ])
+    insert_works(
+        engine, [work_row(f"G{i}", score_opus=0.01, score_gpt=0.0, is_gold=True) for i in range(2)]
+    )
     a, b = add_user(engine, "a"), add_user(engine, "b")
     camp = create_campaign(engine, name="c", gold_rate=1.0, filter={"score_max": [0.1, 1]})
     assert camp.n_items == 4  # gold works are not in the queue until offered
@@ -196,8 +209,10 @@ def test_gold_mixing(engine: Engine, schema: Schema) -> None:
 def test_gold_rate_is_a_fraction(engine: Engine, schema: Schema) -> None:
     """A gold rate of 0.25 mixes in roughly a quarter of gold works."""
     add_works(engine, 60)
-    insert_works(engine, [work_row(f"G{i:02d}", score_opus=0.0, score_gpt=0.0, is_gold=True)
-                          for i in range(40)])
+    insert_works(
+        engine,
+        [work_row(f"G{i:02d}", score_opus=0.0, score_gpt=0.0, is_gold=True) for i in range(40)],
+    )
     a = add_user(engine, "a")
     camp = create_campaign(engine, name="c", gold_rate=0.25, filter={"score_max": [0.01, 1]})
     golds = 0
@@ -230,8 +245,11 @@ def test_claim_retries_when_the_lease_insert_loses_a_race(
     monkeypatch.setattr(queue, "_take_lease", flaky)
     assert claim_next(engine, camp.id, a).work_id == "W0001"
     assert calls["n"] == 3
-    monkeypatch.setattr(queue, "_take_lease", lambda *a: (_ for _ in ()).throw(
-        IntegrityError("INSERT", {}, Exception("always"))))
+    monkeypatch.setattr(
+        queue,
+        "_take_lease",
+        lambda *a: (_ for _ in ()).throw(IntegrityError("INSERT", {}, Exception("always"))),
+    )
     with pytest.raises(QueueError, match="could not claim"):
         claim_next(engine, camp.id, add_user(engine, "b"))
 

@@ -49,13 +49,23 @@ def _worker(url: str, campaign_id: int, user_ids: list[int], seed: int, start: f
                 time.sleep(rng.uniform(0, 0.004))  # "reading" the work
                 skip = rng.random() < 0.1
                 t_submit = time.time()
-                res = submit_label(engine, LabelSubmission(
-                    campaign_id=campaign_id, work_id=claim.work_id, user_id=uid,
-                    answers=answers_for(schema, rng.randrange(2)), skipped=skip,
-                    skip_reason="no_abstract" if skip else None, schema_hash=schema.hash,
-                    scores_visible=True, model_version="m", time_on_item_ms=1,
-                    submission_id=f"{uid}:{claim.work_id}",
-                ), schema=schema)
+                res = submit_label(
+                    engine,
+                    LabelSubmission(
+                        campaign_id=campaign_id,
+                        work_id=claim.work_id,
+                        user_id=uid,
+                        answers=answers_for(schema, rng.randrange(2)),
+                        skipped=skip,
+                        skip_reason="no_abstract" if skip else None,
+                        schema_hash=schema.hash,
+                        scores_visible=True,
+                        model_version="m",
+                        time_on_item_ms=1,
+                        submission_id=f"{uid}:{claim.work_id}",
+                    ),
+                    schema=schema,
+                )
                 events.append((claim.work_id, uid, t_claim, t_submit, skip, res.label_id))
             except Exception as exc:  # noqa: BLE001 - every error is a test failure
                 errors.append(f"user {uid}: {type(exc).__name__}: {exc}")
@@ -76,8 +86,14 @@ def test_many_processes_share_one_queue(db_url: str) -> None:
     t0 = time.monotonic()
     with ProcessPoolExecutor(PROCESSES, mp_context=ctx) as pool:
         futures = [
-            pool.submit(_worker, db_url, camp.id,
-                        users[p * USERS_PER_PROCESS:(p + 1) * USERS_PER_PROCESS], p, start)
+            pool.submit(
+                _worker,
+                db_url,
+                camp.id,
+                users[p * USERS_PER_PROCESS : (p + 1) * USERS_PER_PROCESS],
+                p,
+                start,
+            )
             for p in range(PROCESSES)
         ]
         results = [f.result(timeout=120) for f in futures]

@@ -58,13 +58,19 @@ def lab(cats: list[str], ca: str = "yes", genre: str = "x") -> dict[str, Any]:
         ([lab(["a"]), lab(["a"]), lab(["b"])], "majority", 3, STATUS_VALIDATED, lab(["a"])),
         (
             [lab(["a"]), lab(["a"], genre="y"), lab(["a"], genre="z")],
-            "majority", 3, STATUS_DISPUTED, None,
+            "majority",
+            3,
+            STATUS_DISPUTED,
+            None,
         ),
         ([lab(["a"]), lab(["b"])], "majority", 2, STATUS_DISPUTED, None),
         ([lab(["a"]), lab(["a"])], "majority", 2, STATUS_VALIDATED, lab(["a"])),
         (
             [lab(["a"], ca="no"), lab(["a"], ca="no"), lab(["a"], ca="yes"), lab(["a"])],
-            "majority", 3, STATUS_DISPUTED, None,
+            "majority",
+            3,
+            STATUS_DISPUTED,
+            None,
         ),
     ],
 )
@@ -129,11 +135,21 @@ def _label(engine: Engine, schema: Schema, cid: int, uid: int, variant: int) -> 
     """Claim the next work for a user and label it with a variant of the answers."""
     claim = claim_next(engine, cid, uid)
     assert claim is not None
-    submit_label(engine, LabelSubmission(
-        campaign_id=cid, work_id=claim.work_id, user_id=uid, answers=answers_for(schema, variant),
-        schema_hash=schema.hash, scores_visible=False, model_version="m", time_on_item_ms=1,
-        submission_id=f"{cid}-{uid}-{claim.work_id}",
-    ), schema=schema)
+    submit_label(
+        engine,
+        LabelSubmission(
+            campaign_id=cid,
+            work_id=claim.work_id,
+            user_id=uid,
+            answers=answers_for(schema, variant),
+            schema_hash=schema.hash,
+            scores_visible=False,
+            model_version="m",
+            time_on_item_ms=1,
+            submission_id=f"{cid}-{uid}-{claim.work_id}",
+        ),
+        schema=schema,
+    )
     return claim.work_id
 
 
@@ -191,8 +207,9 @@ def test_adjudicate_and_reopen(engine: Engine, schema: Schema) -> None:
         adjudicate(engine, wid, answers_for(schema, 0), "no", a, camp.id)
     with pytest.raises(AnswerError):
         adjudicate(engine, wid, {"genre": "nonsense"}, "bad", lead, camp.id, schema=schema)
-    verdict = adjudicate(engine, wid, answers_for(schema, 1), "codebook 3.2", lead, camp.id,
-                         schema=schema)
+    verdict = adjudicate(
+        engine, wid, answers_for(schema, 1), "codebook 3.2", lead, camp.id, schema=schema
+    )
     assert verdict.status == STATUS_VALIDATED
     work = _work(engine, wid)
     assert (work.status, work.validated_via) == (STATUS_VALIDATED, "adjudicated:lea")
@@ -215,9 +232,7 @@ def test_adjudicate_and_reopen(engine: Engine, schema: Schema) -> None:
         assert session.execute(select(Adjudication)).scalar_one() is not None
 
 
-def test_adjudicated_work_is_not_reevaluated_until_reopened(
-    engine: Engine, schema: Schema
-) -> None:
+def test_adjudicated_work_is_not_reevaluated_until_reopened(engine: Engine, schema: Schema) -> None:
     """Later labels leave an adjudicated work alone until it is reopened."""
     add_works(engine, 1)
     a, b, c = (add_user(engine, n) for n in "abc")

@@ -373,7 +373,9 @@ def test_undefined_report_values_are_none() -> None:
     assert all(e["krippendorff_alpha"] is None for e in cats["labels"].values())
     # Every pair always said "no": kappa undefined, listed with its n and kappa None.
     assert [(p["a"], p["b"], p["n"], p["cohen_kappa"]) for p in report["pairs"]] == [
-        ("r0", "r1", 20, None), ("r0", "r2", 20, None), ("r1", "r2", 20, None)
+        ("r0", "r1", 20, None),
+        ("r0", "r2", 20, None),
+        ("r1", "r2", 20, None),
     ]
     assert report["pairs_left_out"] == []
 
@@ -385,8 +387,7 @@ def test_report_shape_and_json() -> None:
     """Exact keys, per-label entries, pairs; strict JSON; binary questions have no labels."""
     report = agreement_report(_synthetic(), SPECS, n_boot=20, seed=3)
     _assert_json_ready(report)
-    assert list(report) == ["questions", "pairs", "pairs_left_out", "min_pair_n", "n_boot",
-                            "seed"]
+    assert list(report) == ["questions", "pairs", "pairs_left_out", "min_pair_n", "n_boot", "seed"]
     assert report["min_pair_n"] == 2
     assert report["n_boot"] == 20 and report["seed"] == 3
     assert list(report["questions"]) == ["genre", "about", "cats"]

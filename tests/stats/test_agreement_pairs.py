@@ -59,13 +59,20 @@ def test_nine_work_published_example_gives_its_pairs() -> None:
     """
     wide = pd.read_csv(KRIPP_CSV)
     labels = wide.melt(id_vars="unit", var_name="annotator", value_name="value").dropna()
-    labels = labels.assign(work_id=labels["unit"].astype(str), question="q",
-                           value=labels["value"].astype(int).astype(str))
+    labels = labels.assign(
+        work_id=labels["unit"].astype(str),
+        question="q",
+        value=labels["value"].astype(int).astype(str),
+    )
     spec = [QuestionSpec("q", "single", ["1", "2", "3", "4", "5"])]
     report = agreement_report(labels, spec, n_boot=0)
     pairs = {(p["a"], p["b"]): p for p in report["pairs"]}
     assert {k: p["n"] for k, p in pairs.items()} == {
-        ("A", "B"): 9, ("A", "C"): 8, ("A", "D"): 9, ("B", "C"): 9, ("B", "D"): 10,
+        ("A", "B"): 9,
+        ("A", "C"): 8,
+        ("A", "D"): 9,
+        ("B", "C"): 9,
+        ("B", "D"): 10,
         ("C", "D"): 10,
     }
     assert pairs[("A", "B")]["cohen_kappa"] == pytest.approx(49 / 58, abs=1e-12)
@@ -73,14 +80,24 @@ def test_nine_work_published_example_gives_its_pairs() -> None:
     strict = agreement_report(labels, spec, n_boot=0, min_pair_n=10)
     assert [(p["a"], p["b"]) for p in strict["pairs"]] == [("B", "D"), ("C", "D")]
     assert [(p["a"], p["b"], p["n"]) for p in strict["pairs_left_out"]] == [
-        ("A", "B", 9), ("A", "C", 8), ("A", "D", 9), ("B", "C", 9)
+        ("A", "B", 9),
+        ("A", "C", 8),
+        ("A", "D", 9),
+        ("B", "C", 9),
     ]
     # Two annotators with a single work in common: left out (n = 1), never silently dropped.
-    one = pd.DataFrame([("W1", "x", "q", "1"), ("W1", "y", "q", "2"), ("W2", "x", "q", "1")],
-                       columns=["work_id", "annotator", "question", "value"])
+    one = pd.DataFrame(
+        [("W1", "x", "q", "1"), ("W1", "y", "q", "2"), ("W2", "x", "q", "1")],
+        columns=["work_id", "annotator", "question", "value"],
+    )
     lone = agreement_report(one, spec, n_boot=0)
     assert lone["pairs"] == []
-    assert lone["pairs_left_out"] == [{
-        "a": "x", "b": "y", "question": "q", "n": 1,
-        "reason": "1 common work, fewer than the minimum of 2 (--min-pair-n)",
-    }]
+    assert lone["pairs_left_out"] == [
+        {
+            "a": "x",
+            "b": "y",
+            "question": "q",
+            "n": 1,
+            "reason": "1 common work, fewer than the minimum of 2 (--min-pair-n)",
+        }
+    ]

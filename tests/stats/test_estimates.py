@@ -46,8 +46,7 @@ def test_stratified_prevalence_matches_the_formula() -> None:
     n_h = {"low": 40, "mid": 30, "high": 25}
     p = sum(W[h] * p_h[h] for h in W)
     var = sum(
-        W[h] ** 2 * (1 - n_h[h] / population[h]) * p_h[h] * (1 - p_h[h]) / (n_h[h] - 1)
-        for h in W
+        W[h] ** 2 * (1 - n_h[h] / population[h]) * p_h[h] * (1 - p_h[h]) / (n_h[h] - 1) for h in W
     )
     assert res.overall.estimate == pytest.approx(p)
     assert res.overall.se == pytest.approx(math.sqrt(var))
@@ -189,7 +188,9 @@ def test_coverage_simulation_and_naive_queue_bias() -> None:
         strata += [h] * int(n_h[h])
     one = stratified_prevalence(y, strata, population).overall
     assert (one.estimate, one.lo, one.hi) == (
-        pytest.approx(out["p"][0]), pytest.approx(out["lo"][0]), pytest.approx(out["hi"][0])
+        pytest.approx(out["p"][0]),
+        pytest.approx(out["lo"][0]),
+        pytest.approx(out["hi"][0]),
     )
     # A score-ordered queue: the top 300 by score describe the top 300, not the frame.
     naive = truth[np.argsort(-score)[:300]].mean()
@@ -326,8 +327,9 @@ def _ratio_draws(
     cells = np.stack([tp, pos - tp, fp, ISSUE_N_H - pos - fp], axis=1)
     n_h = np.full(6, n // 6)
     rng = np.random.default_rng(seed)
-    draw = np.stack([rng.multivariate_hypergeometric(cells[h], n_h[h], size=reps)
-                     for h in range(6)], axis=1)
+    draw = np.stack(
+        [rng.multivariate_hypergeometric(cells[h], n_h[h], size=reps) for h in range(6)], axis=1
+    )
     return draw, n_h, tp.sum() / (tp + fp).sum(), tp.sum() / pos.sum()
 
 
@@ -353,8 +355,9 @@ def test_precision_recall_coverage_with_equal_allocation(n: int, rule: tuple, ta
     ok = out["defined"]
     assert ok.mean() > 0.99
     coverage = _coverage(out["lo"][ok], out["hi"][ok], truth)
-    before = _coverage(*korn_graubard(out["p"][ok], out["var"][ok], out["n"][ok],
-                                      df=n_h.sum() - 6), truth)
+    before = _coverage(
+        *korn_graubard(out["p"][ok], out["var"][ok], out["n"][ok], df=n_h.sum() - 6), truth
+    )
     print(f"{target} n={n}: coverage {coverage:.3f}, before issue 12 {before:.3f}")
     assert 0.93 <= coverage <= 0.995 and before < 0.9
 
@@ -375,8 +378,10 @@ def test_ratio_counts_match_the_unit_level_estimator() -> None:
     w = np.array([10.0] * 4 + [20.0] * 5 + [3.0] * 3)
     t_b = (w * r).sum()
     z = r * (y - unit.estimate) / t_b
-    var = sum(N**2 * (1 - n / N) * z[np.array(strata) == s].var(ddof=1) / n
-              for s, n, N in (("a", 4, 40), ("b", 5, 100), ("c", 3, 9)))
+    var = sum(
+        N**2 * (1 - n / N) * z[np.array(strata) == s].var(ddof=1) / n
+        for s, n, N in (("a", 4, 40), ("b", 5, 100), ("c", 3, 9))
+    )
     assert unit.se == pytest.approx(math.sqrt(var))
     single = ratio_estimate([1, 0, 1], [1, 1, 1], ["a", "a", "b"], {"a": 10, "b": 5})
     assert single.note and "maximum" in single.note

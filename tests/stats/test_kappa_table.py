@@ -28,12 +28,15 @@ def test_random_tables(seed: int) -> None:
     assert kappa_from_table(table) == _sklearn(table)
 
 
-@pytest.mark.parametrize(("table", "expected"), [
-    (np.array([[3, 0], [0, 0]]), None),  # one label only: undefined
-    (np.zeros((3, 3), dtype=int), None),
-    (np.array([[2, 0], [0, 2]]), 1.0),
-    (np.array([[0, 2], [2, 0]]), -1.0),
-])
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        (np.array([[3, 0], [0, 0]]), None),  # one label only: undefined
+        (np.zeros((3, 3), dtype=int), None),
+        (np.array([[2, 0], [0, 2]]), 1.0),
+        (np.array([[0, 2], [2, 0]]), -1.0),
+    ],
+)
 def test_edge_tables(table: np.ndarray, expected: float | None) -> None:
     assert kappa_from_table(table) == expected
     if table.sum():

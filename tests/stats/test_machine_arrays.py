@@ -21,13 +21,17 @@ from tests.machines_cases import cases
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "machines"
 
 
-@pytest.mark.parametrize(("name", "n", "questions"), [
-    ("golden", 400, None), ("golden_subset", 50, ["genre", "categories"])])
-def test_compare_equals_the_scalar_report(schema: Schema, name: str, n: int,
-                                          questions: list[str] | None) -> None:
+@pytest.mark.parametrize(
+    ("name", "n", "questions"),
+    [("golden", 400, None), ("golden_subset", 50, ["genre", "categories"])],
+)
+def test_compare_equals_the_scalar_report(
+    schema: Schema, name: str, n: int, questions: list[str] | None
+) -> None:
     expected = json.loads(gzip.decompress((GOLDEN / f"{name}.json.gz").read_bytes()))
-    got = json.loads(json.dumps(compare(schema, cases(schema)[:n], questions), sort_keys=True,
-                                allow_nan=False))
+    got = json.loads(
+        json.dumps(compare(schema, cases(schema)[:n], questions), sort_keys=True, allow_nan=False)
+    )
     assert got == expected
 
 

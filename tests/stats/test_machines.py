@@ -38,12 +38,23 @@ def test_systems_and_sources(schema: Schema, seed_record: dict[str, Any]) -> Non
     assert cats["codex"] == "prediction.category_scores_codex >= 0.5"
     design = schema.question("study_design")
     names = systems(design, schema.teachers)
-    assert list(names) == ["codex", "gemma", "candidate", "consensus", "codex_scores",
-                           "gemma_scores"]
+    assert list(names) == [
+        "codex",
+        "gemma",
+        "candidate",
+        "consensus",
+        "codex_scores",
+        "gemma_scores",
+    ]
     call = {s: system_call(design, seed_record, s, schema.teachers) for s in names}
-    assert call == {"codex": "design_other", "gemma": "simulation_or_modeling",
-                    "candidate": "simulation_or_modeling", "consensus": None,
-                    "codex_scores": "design_other", "gemma_scores": "simulation_or_modeling"}
+    assert call == {
+        "codex": "design_other",
+        "gemma": "simulation_or_modeling",
+        "candidate": "simulation_or_modeling",
+        "consensus": None,
+        "codex_scores": "design_other",
+        "gemma_scores": "simulation_or_modeling",
+    }
     domain = schema.question("domain")
     assert system_call(domain, seed_record, "codex", schema.teachers) is None  # abstains
     assert system_call(domain, seed_record, "codex_scores", schema.teachers) == (
@@ -84,14 +95,23 @@ def test_multi_label_question_against_humans(schema: Schema, seed_record: dict[s
     """Per-label precision/recall of teacher calls, candidate and consensus on categories."""
     q = schema.question("categories")
     recs = [
-        make_record(seed_record, "W1", **{CATS + "codex": _cats(schema, ["Bibliometrics"]),
-                                          CATS + "gemma": _cats(schema, ["Bibliometrics"])},
-                    prediction__candidate_categories=["Bibliometrics"],
-                    prediction__consensus_categories=["Bibliometrics"]),
-        make_record(seed_record, "W2", **{CATS + "codex": _cats(schema, ["Bibliometrics"]),
-                                          CATS + "gemma": _cats(schema, [])},
-                    prediction__candidate_categories=["Bibliometrics"],
-                    prediction__consensus_categories=[]),
+        make_record(
+            seed_record,
+            "W1",
+            **{
+                CATS + "codex": _cats(schema, ["Bibliometrics"]),
+                CATS + "gemma": _cats(schema, ["Bibliometrics"]),
+            },
+            prediction__candidate_categories=["Bibliometrics"],
+            prediction__consensus_categories=["Bibliometrics"],
+        ),
+        make_record(
+            seed_record,
+            "W2",
+            **{CATS + "codex": _cats(schema, ["Bibliometrics"]), CATS + "gemma": _cats(schema, [])},
+            prediction__candidate_categories=["Bibliometrics"],
+            prediction__consensus_categories=[],
+        ),
         make_record(seed_record, "W3", **{CATS + "codex": _cats(schema, [])}),
     ]
     answers = [["Bibliometrics"], [], ["Bibliometrics", "Open science"]]
@@ -137,11 +157,21 @@ def test_single_choice_confusion_and_no_call(schema: Schema, seed_record: dict[s
 def test_compare_whole_schema_is_json_safe(schema: Schema, seed_record: dict[str, Any]) -> None:
     """The full report has every question, binary as one "yes" label, and no NaN."""
     works = [
-        ({"categories": [], "about_ca_system": "no", "about_ca_topic": "yes",
-          "domain": "health_sciences", "study_design": "design_other", "genre": "methods"},
-         make_record(seed_record, "W1")),
-        ({"categories": ["Metaresearch"], "about_ca_system": "yes"},
-         make_record(seed_record, "W2", prediction__about_ca_system_candidate=True)),
+        (
+            {
+                "categories": [],
+                "about_ca_system": "no",
+                "about_ca_topic": "yes",
+                "domain": "health_sciences",
+                "study_design": "design_other",
+                "genre": "methods",
+            },
+            make_record(seed_record, "W1"),
+        ),
+        (
+            {"categories": ["Metaresearch"], "about_ca_system": "yes"},
+            make_record(seed_record, "W2", prediction__about_ca_system_candidate=True),
+        ),
     ]
     out = compare(schema, works)
     json.dumps(out, allow_nan=False)
@@ -159,8 +189,10 @@ def test_machine_scores_rank_against_any_label(schema: Schema, seed_record: dict
     works = [
         ({"categories": [BIB]}, make_record(seed_record, "W1", machine_scores__score_opus=0.9)),
         ({"categories": []}, make_record(seed_record, "W2", machine_scores__score_opus=0.2)),
-        ({"categories": ["Open science"]},
-         make_record(seed_record, "W3", machine_scores__score_opus=0.7)),
+        (
+            {"categories": ["Open science"]},
+            make_record(seed_record, "W3", machine_scores__score_opus=0.7),
+        ),
         ({"categories": []}, make_record(seed_record, "W4", machine_scores__score_opus=None)),
         ({"genre": "methods"}, make_record(seed_record, "W5")),
     ]
@@ -173,4 +205,3 @@ def test_machine_scores_rank_against_any_label(schema: Schema, seed_record: dict
     gpt = out["scores"]["score_gpt"]  # the same gpt score everywhere: AUC 0.5
     assert gpt["n"] == 4 and gpt["auc"] == pytest.approx(0.5)
     assert compare(schema, works, ["genre"])["machine_scores"] is None
-

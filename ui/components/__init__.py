@@ -48,8 +48,11 @@ def component(name: str) -> Any:
     def mount(**kwargs: Any) -> Any:
         _declare(_active_manager())  # a new runtime (AppTest makes one per test) needs it too
         if not renderer:  # registered on first use, inside a script run
-            renderer.append(st.components.v2.component(
-                f"{PROJECT}.{name}", js=f"{name}.js", css=f"{name}.css", isolate_styles=False))
+            renderer.append(
+                st.components.v2.component(
+                    f"{PROJECT}.{name}", js=f"{name}.js", css=f"{name}.css", isolate_styles=False
+                )
+            )
         return renderer[0](**kwargs)
 
     return mount

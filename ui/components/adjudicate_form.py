@@ -23,12 +23,16 @@ _mount = component("adjudicate_form")
 def form_data(screen: DisputeScreen, schema: Schema) -> dict[str, Any]:
     """Everything the adjudicate component shows for the screen's state."""
     base: dict[str, Any] = {
-        "ack": screen.ack, "ack_ok": screen.ack_ok,
-        "message": None if screen.message is None else {
-            "kind": screen.message[0], "text": screen.message[1]},
+        "ack": screen.ack,
+        "ack_ok": screen.ack_ok,
+        "message": None
+        if screen.message is None
+        else {"kind": screen.message[0], "text": screen.message[1]},
         "campaigns": [{"id": 0, "name": "Every campaign"}]
         + [{"id": c.id, "name": c.name} for c in screen.campaigns],
-        "campaign": screen.campaign, "total": len(screen.queue), "index": screen.index,
+        "campaign": screen.campaign,
+        "total": len(screen.queue),
+        "index": screen.index,
         "no_majority": NO_MAJORITY,
     }
     view = screen.view

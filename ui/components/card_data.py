@@ -29,10 +29,19 @@ def _link(text: str, href: str | None) -> dict[str, str] | None:
 
 def card_data(card: WorkCard, abstract: AbstractState | None) -> dict[str, Any]:
     """Title, bibliographic line, links, routes, lists, retraction and the abstract's state."""
-    facts = [str(card.year) if card.year else None, card.type, card.venue, card.lang,
-             card.field, card.topic, f"cited by {card.cited_by}" if card.cited_by else None]
-    links = [_link(f"OpenAlex {card.work_id}", card.openalex_url),
-             _link(f"DOI {card.doi}", card.doi_url)]
+    facts = [
+        str(card.year) if card.year else None,
+        card.type,
+        card.venue,
+        card.lang,
+        card.field,
+        card.topic,
+        f"cited by {card.cited_by}" if card.cited_by else None,
+    ]
+    links = [
+        _link(f"OpenAlex {card.work_id}", card.openalex_url),
+        _link(f"DOI {card.doi}", card.doi_url),
+    ]
     state = abstract.state if abstract is not None else "pending"
     message = abstract.message if abstract is not None else "No abstract state."
     if state != "ok" and card.has_abstract is None:
@@ -45,9 +54,15 @@ def card_data(card: WorkCard, abstract: AbstractState | None) -> dict[str, Any]:
         "retraction": card.retraction_state,
         "retracted": bool(card.is_retracted),
         "routes": [[name, on] for name, on in card.routes],
-        "lists": [[what, list(values)] for what, values in (
-            ("Institutions", card.institutions), ("Funders", card.funders),
-            ("Keywords", card.keywords)) if values],
+        "lists": [
+            [what, list(values)]
+            for what, values in (
+                ("Institutions", card.institutions),
+                ("Funders", card.funders),
+                ("Keywords", card.keywords),
+            )
+            if values
+        ],
         "abstract": {
             "state": state,
             "text": abstract.text if abstract is not None and state == "ok" else None,
@@ -67,15 +82,33 @@ def _rows(qs: QuestionScores, labels: Sequence[str]) -> list[dict[str, Any]]:
             yes = by_label.get("yes")
             known = yes is not None and all(s is not None for s in yes.scores)
             called = [known and not c for c in yes.called] if yes else [False] * len(qs.teachers)
-            out.append({"label": lab, "scores": [None] * len(qs.teachers), "called": called,
-                        "split": known and len(set(called)) > 1})
+            out.append(
+                {
+                    "label": lab,
+                    "scores": [None] * len(qs.teachers),
+                    "called": called,
+                    "split": known and len(set(called)) > 1,
+                }
+            )
             continue
         if row is None:
-            out.append({"label": lab, "scores": [None] * len(qs.teachers),
-                        "called": [False] * len(qs.teachers), "split": False})
+            out.append(
+                {
+                    "label": lab,
+                    "scores": [None] * len(qs.teachers),
+                    "called": [False] * len(qs.teachers),
+                    "split": False,
+                }
+            )
             continue
-        out.append({"label": lab, "scores": [fmt_score(s) for s in row.scores],
-                    "called": list(row.called), "split": row.agreement == "split"})
+        out.append(
+            {
+                "label": lab,
+                "scores": [fmt_score(s) for s in row.scores],
+                "called": list(row.called),
+                "split": row.agreement == "split",
+            }
+        )
     return out
 
 
@@ -86,11 +119,15 @@ def teachers_data(card: WorkCard, questions: Sequence[Question]) -> dict[str, An
         "names": names,
         "legend": MODELS_LEGEND,
         "questions": [
-            {"name": qs.name, "agreement": qs.agreement,
-             "agreement_text": AGREEMENT.get(qs.agreement, "agreement unknown"),
-             "reading": f"candidate: {qs.candidate} · consensus: {qs.consensus}",
-             "calls": [f"{t}: {c}" for t, c in zip(qs.teachers, qs.calls, strict=True)],
-             "rows": _rows(qs, q.labels), "notes": list(qs.notes)}
+            {
+                "name": qs.name,
+                "agreement": qs.agreement,
+                "agreement_text": AGREEMENT.get(qs.agreement, "agreement unknown"),
+                "reading": f"candidate: {qs.candidate} · consensus: {qs.consensus}",
+                "calls": [f"{t}: {c}" for t, c in zip(qs.teachers, qs.calls, strict=True)],
+                "rows": _rows(qs, q.labels),
+                "notes": list(qs.notes),
+            }
             for qs, q in zip(card.questions, questions, strict=True)
         ],
     }
@@ -104,30 +141,40 @@ def score_table(qs: QuestionScores) -> dict[str, Any]:
         cells = [row.label]
         for score, called, top in zip(row.scores, row.called, row.top, strict=True):
             cells.append(fmt_score(score) + (" ✔" if called else (" ▲" if top else "")))
-        cells += ["✔" if row.candidate else "", "✔" if row.consensus else "",
-                  mark.get(row.agreement, "")]
+        cells += [
+            "✔" if row.candidate else "",
+            "✔" if row.consensus else "",
+            mark.get(row.agreement, ""),
+        ]
         rows.append(cells)
-    return {"name": qs.name, "summary": qs.summary, "notes": list(qs.notes),
-            "head": ["Label", *qs.teachers, "Cand.", "Cons.", "Agreement"], "rows": rows}
+    return {
+        "name": qs.name,
+        "summary": qs.summary,
+        "notes": list(qs.notes),
+        "head": ["Label", *qs.teachers, "Cand.", "Cons.", "Agreement"],
+        "rows": rows,
+    }
 
 
 def details_data(card: WorkCard) -> dict[str, Any]:
-    """"How this classification was reached": status, machine scores, full tables, notices."""
+    """ "How this classification was reached": status, machine scores, full tables, notices."""
     ms = card.machine
     machine = None
     if ms is not None:
         machine = {
             "flags": ", ".join(ms.flags) or "no flags",
-            "scores": (f"score_opus {fmt_score(ms.score_opus)} · score_gpt "
-                       f"{fmt_score(ms.score_gpt)} · spread {fmt_score(ms.score_spread)} · "
-                       f"teacher disagreement {fmt_score(card.teacher_disagreement)} · "
-                       f"threshold uncertainty {fmt_score(card.threshold_uncertainty)}"),
+            "scores": (
+                f"score_opus {fmt_score(ms.score_opus)} · score_gpt "
+                f"{fmt_score(ms.score_gpt)} · spread {fmt_score(ms.score_spread)} · "
+                f"teacher disagreement {fmt_score(card.teacher_disagreement)} · "
+                f"threshold uncertainty {fmt_score(card.threshold_uncertainty)}"
+            ),
             "note": ms.note or "",
             "validation_status": ms.validation_status or "(none)",
         }
     return {
         "status": f"{card.prediction_status or 'status unknown'} · model "
-                  f"{card.model_version or '?'}",
+        f"{card.model_version or '?'}",
         "notice": PREDICTION_NOTICE,
         "rank": SCORES_RANK,
         "machine": machine,
@@ -138,8 +185,14 @@ def details_data(card: WorkCard) -> dict[str, Any]:
 def questions_data(questions: Sequence[Question], keys: Sequence[str | None]) -> list[dict]:
     """The questions as the form shows them: prompt, kind, labels, key, codebook."""
     return [
-        {"name": q.name, "prompt": q.prompt or q.name, "kind": q.kind, "key": key,
-         "labels": list(q.labels), "definition": q.definition or "",
-         "label_definitions": [q.definition_of(lab) or "" for lab in q.labels]}
+        {
+            "name": q.name,
+            "prompt": q.prompt or q.name,
+            "kind": q.kind,
+            "key": key,
+            "labels": list(q.labels),
+            "definition": q.definition or "",
+            "label_definitions": [q.definition_of(lab) or "" for lab in q.labels],
+        }
         for q, key in zip(questions, keys, strict=True)
     ]

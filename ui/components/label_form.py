@@ -24,8 +24,13 @@ def draft_data(draft: flow.Draft | None) -> dict[str, Any] | None:
     """A draft as JSON (answers, confidence, flag, note, active question)."""
     if draft is None:
         return None
-    return {"answers": draft.answers, "confidence": draft.confidence,
-            "flagged": draft.flagged, "note": draft.note, "active": draft.active}
+    return {
+        "answers": draft.answers,
+        "confidence": draft.confidence,
+        "flagged": draft.flagged,
+        "note": draft.note,
+        "active": draft.active,
+    }
 
 
 def _feedback(screen: Screen) -> dict[str, Any] | None:
@@ -36,28 +41,37 @@ def _feedback(screen: Screen) -> dict[str, Any] | None:
     if fb.skip_reason:
         mine = [f"skipped ({fb.skip_reason})"]
     else:
-        mine = [f"{k}: {', '.join(v) if isinstance(v, list) else v}"
-                for k, v in fb.answers.items()]
-    return {"work_id": fb.item.work_id, "title": card.title, "answers": mine,
-            "teachers": teachers_data(card, fb.item.questions), "details": details_data(card)}
+        mine = [f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in fb.answers.items()]
+    return {
+        "work_id": fb.item.work_id,
+        "title": card.title,
+        "answers": mine,
+        "teachers": teachers_data(card, fb.item.questions),
+        "details": details_data(card),
+    }
 
 
 def _progress(item: flow.ItemView, progress: Progress | None) -> dict[str, Any]:
     p = progress or item.progress
-    return {"text": f"{item.campaign_name}: {p.done} of {p.items} works done, {p.remaining} to "
-                    f"go · You: {p.mine_labelled} labelled, {p.mine_skipped} skipped",
-            "fraction": p.fraction}
+    return {
+        "text": f"{item.campaign_name}: {p.done} of {p.items} works done, {p.remaining} to "
+        f"go · You: {p.mine_labelled} labelled, {p.mine_skipped} skipped",
+        "fraction": p.fraction,
+    }
 
 
 def form_data(screen: Screen) -> dict[str, Any]:
     """Everything the label component shows for the screen's state (after apply_action)."""
     item, draft = screen.shown()
     base: dict[str, Any] = {
-        "ack": screen.ack, "ack_ok": screen.ack_ok,
-        "message": None if screen.message is None else {
-            "kind": screen.message[0], "text": screen.message[1]},
-        "campaigns": [{"id": c.id, "name": c.name + (" (blind)" if c.blind else "")}
-                      for c in screen.campaigns],
+        "ack": screen.ack,
+        "ack_ok": screen.ack_ok,
+        "message": None
+        if screen.message is None
+        else {"kind": screen.message[0], "text": screen.message[1]},
+        "campaigns": [
+            {"id": c.id, "name": c.name + (" (blind)" if c.blind else "")} for c in screen.campaigns
+        ],
         "campaign": screen.campaign_id,
         "double_press_ms": int(flow.MIN_DWELL * 1000),
         "skip": [{"reason": r, "text": flow.SKIP_LABELS[r]} for r in SKIP_REASONS],
@@ -66,10 +80,18 @@ def form_data(screen: Screen) -> dict[str, Any]:
     if item is None:
         return {**base, "state": "empty", "ctx": None}
     editing = item.editing
-    ctx = {"user": screen.user_id, "campaign": item.campaign_id, "work": item.work_id,
-           "mode": f"edit:{editing.version}" if editing is not None else "queue"}
-    base.update(ctx=ctx, progress=_progress(item, screen.progress), blind=item.blind,
-                scores_visible=item.scores_visible)
+    ctx = {
+        "user": screen.user_id,
+        "campaign": item.campaign_id,
+        "work": item.work_id,
+        "mode": f"edit:{editing.version}" if editing is not None else "queue",
+    }
+    base.update(
+        ctx=ctx,
+        progress=_progress(item, screen.progress),
+        blind=item.blind,
+        scores_visible=item.scores_visible,
+    )
     if item.work_id is None:
         return {**base, "state": "notice" if item.notice else "done", "notice": item.notice}
     assert item.card is not None

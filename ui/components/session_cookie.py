@@ -25,8 +25,10 @@ def browser_token() -> str | None:
 
 def keep(token: str, *, max_age: int, stamp: str) -> None:
     """Write the token into the cookie (again when `stamp` changes: renews its Max-Age)."""
-    _mount(key=KEY, data={"op": "set", "name": COOKIE_NAME, "value": token,
-                          "max_age": max_age, "stamp": stamp})
+    _mount(
+        key=KEY,
+        data={"op": "set", "name": COOKIE_NAME, "value": token, "max_age": max_age, "stamp": stamp},
+    )
 
 
 def forget(drafts_of: int | None) -> None:

@@ -28,7 +28,9 @@ def upgrade() -> None:
         sa.Column("last_at", sa.String(length=40), nullable=True),
         sa.Column("model_version", sa.String(length=128), nullable=True),
         sa.ForeignKeyConstraint(
-            ["work_id"], ["works.id"], name=op.f("fk_label_summaries_work_id_works"),
+            ["work_id"],
+            ["works.id"],
+            name=op.f("fk_label_summaries_work_id_works"),
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("work_id", name=op.f("pk_label_summaries")),

@@ -28,7 +28,9 @@ def _common() -> list:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("last_seen", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
-            ["user_id"], ["users.id"], name=op.f("fk_auth_sessions_user_id_users"),
+            ["user_id"],
+            ["users.id"],
+            name=op.f("fk_auth_sessions_user_id_users"),
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("token", name=op.f("pk_auth_sessions")),

@@ -24,15 +24,24 @@ def progress_chart(cumulative: pd.DataFrame) -> alt.Chart | None:
         return None
     step = str(cumulative["step"].iloc[0])
     few = cumulative["period"].nunique() <= 20  # points only when they stay apart
-    return alt.Chart(cumulative).mark_line(point=few, interpolate="step-after").encode(
-        x=alt.X("period:T", title=f"time (UTC, one point per {step})"),
-        y=alt.Y("works:Q", title="cumulative count"),
-        color=alt.Color("measure:N", title=None, sort=["labelled", "skipped", "validated",
-                                                       "disputed"]),
-        tooltip=[alt.Tooltip("period:T", title=f"{step} from", format="%Y-%m-%d %H:%M"),
-                 "measure:N", alt.Tooltip("works:Q", title="so far"),
-                 alt.Tooltip("new:Q", title=f"in this {step}")],
-    ).properties(height=260)
+    return (
+        alt.Chart(cumulative)
+        .mark_line(point=few, interpolate="step-after")
+        .encode(
+            x=alt.X("period:T", title=f"time (UTC, one point per {step})"),
+            y=alt.Y("works:Q", title="cumulative count"),
+            color=alt.Color(
+                "measure:N", title=None, sort=["labelled", "skipped", "validated", "disputed"]
+            ),
+            tooltip=[
+                alt.Tooltip("period:T", title=f"{step} from", format="%Y-%m-%d %H:%M"),
+                "measure:N",
+                alt.Tooltip("works:Q", title="so far"),
+                alt.Tooltip("new:Q", title=f"in this {step}"),
+            ],
+        )
+        .properties(height=260)
+    )
 
 
 def kappa_matrix(pairs: pd.DataFrame) -> alt.Chart | None:
@@ -53,25 +62,35 @@ def kappa_matrix(pairs: pd.DataFrame) -> alt.Chart | None:
     # every name written: overlap culling would hide most of them.
     font = max(8, min(12, cell - 2))
     base = alt.Chart(one).encode(
-        x=alt.X("a:N", title=None, scale=alt.Scale(domain=x_names),
-                axis=alt.Axis(labelAngle=-45, labelLimit=120, labelOverlap=False,
-                              labelFontSize=font)),
-        y=alt.Y("b:N", title=None, scale=alt.Scale(domain=y_names),
-                axis=alt.Axis(labelLimit=120, labelOverlap=False, labelFontSize=font)),
+        x=alt.X(
+            "a:N",
+            title=None,
+            scale=alt.Scale(domain=x_names),
+            axis=alt.Axis(labelAngle=-45, labelLimit=120, labelOverlap=False, labelFontSize=font),
+        ),
+        y=alt.Y(
+            "b:N",
+            title=None,
+            scale=alt.Scale(domain=y_names),
+            axis=alt.Axis(labelLimit=120, labelOverlap=False, labelFontSize=font),
+        ),
     )
     rects = base.mark_rect(stroke="white", strokeWidth=1).encode(
-        color=alt.Color("kappa:Q", title="kappa",
-                        scale=alt.Scale(domain=[-1, 1], scheme="redblue")),
-        tooltip=[alt.Tooltip("a:N", title="annotator"), alt.Tooltip("b:N", title="and"),
-                 alt.Tooltip("kappa:Q", format=".2f"),
-                 alt.Tooltip("n:Q", title="n (common works x questions)")],
+        color=alt.Color(
+            "kappa:Q", title="kappa", scale=alt.Scale(domain=[-1, 1], scheme="redblue")
+        ),
+        tooltip=[
+            alt.Tooltip("a:N", title="annotator"),
+            alt.Tooltip("b:N", title="and"),
+            alt.Tooltip("kappa:Q", format=".2f"),
+            alt.Tooltip("n:Q", title="n (common works x questions)"),
+        ],
     )
     chart = rects
     if len(names) <= TEXT_UP_TO:
         chart = rects + base.mark_text(fontSize=max(9, min(14, cell // 4))).encode(
             text=alt.Text("kappa:Q", format=".2f"),
-            color=alt.condition("abs(datum.kappa) > 0.6", alt.value("white"),
-                                alt.value("black")),
+            color=alt.condition("abs(datum.kappa) > 0.6", alt.value("white"), alt.value("black")),
         )
     return chart.properties(width=alt.Step(cell), height=alt.Step(cell))
 
@@ -86,14 +105,26 @@ def throughput_chart(annotators: pd.DataFrame) -> alt.Chart | None:
     rows = annotators.dropna(subset=["per_hour"])
     if rows.empty:
         return None
-    return alt.Chart(rows).mark_bar().encode(
-        y=alt.Y("annotator:N", sort="-x", title=None,
-                axis=alt.Axis(labelLimit=160, labelOverlap=False)),
-        x=alt.X("per_hour:Q", title="labels and skips per active hour"),
-        tooltip=["annotator:N", alt.Tooltip("per_hour:Q", format=".1f", title="per hour"),
-                 alt.Tooltip("submitted:Q", title="n (labels and skips)"),
-                 alt.Tooltip("active_hours:Q", title="active hours")],
-    ).properties(height=_rows())
+    return (
+        alt.Chart(rows)
+        .mark_bar()
+        .encode(
+            y=alt.Y(
+                "annotator:N",
+                sort="-x",
+                title=None,
+                axis=alt.Axis(labelLimit=160, labelOverlap=False),
+            ),
+            x=alt.X("per_hour:Q", title="labels and skips per active hour"),
+            tooltip=[
+                "annotator:N",
+                alt.Tooltip("per_hour:Q", format=".1f", title="per hour"),
+                alt.Tooltip("submitted:Q", title="n (labels and skips)"),
+                alt.Tooltip("active_hours:Q", title="active hours"),
+            ],
+        )
+        .properties(height=_rows())
+    )
 
 
 def time_chart(annotators: pd.DataFrame) -> alt.Chart | None:
@@ -102,16 +133,25 @@ def time_chart(annotators: pd.DataFrame) -> alt.Chart | None:
     if rows.empty:
         return None
     base = alt.Chart(rows).encode(
-        y=alt.Y("annotator:N", sort=alt.EncodingSortField("median_seconds", order="descending"),
-                title=None, axis=alt.Axis(labelLimit=160, labelOverlap=False)),
-        tooltip=["annotator:N", alt.Tooltip("median_seconds:Q", format=".1f", title="median s"),
-                 alt.Tooltip("median_lo:Q", format=".1f", title="95% CI from"),
-                 alt.Tooltip("median_hi:Q", format=".1f", title="to"),
-                 alt.Tooltip("time_n:Q", title="n (timed works)")],
+        y=alt.Y(
+            "annotator:N",
+            sort=alt.EncodingSortField("median_seconds", order="descending"),
+            title=None,
+            axis=alt.Axis(labelLimit=160, labelOverlap=False),
+        ),
+        tooltip=[
+            "annotator:N",
+            alt.Tooltip("median_seconds:Q", format=".1f", title="median s"),
+            alt.Tooltip("median_lo:Q", format=".1f", title="95% CI from"),
+            alt.Tooltip("median_hi:Q", format=".1f", title="to"),
+            alt.Tooltip("time_n:Q", title="n (timed works)"),
+        ],
     )
     points = base.mark_point(filled=True, size=60).encode(
-        x=alt.X("median_seconds:Q", title="median seconds per work (95% CI)",
-                scale=alt.Scale(zero=True)))
+        x=alt.X(
+            "median_seconds:Q", title="median seconds per work (95% CI)", scale=alt.Scale(zero=True)
+        )
+    )
     bars = base.mark_rule().encode(x="median_lo:Q", x2="median_hi:Q")
     return (bars + points).properties(height=_rows())
 
@@ -120,13 +160,24 @@ def drift_chart(drift: pd.DataFrame) -> alt.Chart | None:
     """Agreement with the validated answer by week, per annotator and pooled."""
     if drift.empty:
         return None
-    return alt.Chart(drift).mark_line(point=True).encode(
-        x=alt.X("period:T", title="week"),
-        y=alt.Y("share:Q", title="agreement", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("annotator:N", title=None),
-        tooltip=["period:T", "annotator:N", alt.Tooltip("share:Q", format=".2f"),
-                 alt.Tooltip("lo:Q", format=".2f"), alt.Tooltip("hi:Q", format=".2f"), "n:Q"],
-    ).properties(height=240)
+    return (
+        alt.Chart(drift)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("period:T", title="week"),
+            y=alt.Y("share:Q", title="agreement", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("annotator:N", title=None),
+            tooltip=[
+                "period:T",
+                "annotator:N",
+                alt.Tooltip("share:Q", format=".2f"),
+                alt.Tooltip("lo:Q", format=".2f"),
+                alt.Tooltip("hi:Q", format=".2f"),
+                "n:Q",
+            ],
+        )
+        .properties(height=240)
+    )
 
 
 def reliability_chart(bins: pd.DataFrame) -> alt.Chart | None:
@@ -135,16 +186,27 @@ def reliability_chart(bins: pd.DataFrame) -> alt.Chart | None:
         return None
     base = alt.Chart().encode(
         x=alt.X("mean_score:Q", title="mean score in bin", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("teacher:N"))
+        color=alt.Color("teacher:N"),
+    )
     points = base.mark_line(point=True).encode(
         y=alt.Y("observed:Q", title="human rate", scale=alt.Scale(domain=[0, 1])),
-        tooltip=["question:N", "teacher:N", "n:Q", alt.Tooltip("observed:Q", format=".2f"),
-                 alt.Tooltip("lo:Q", format=".2f"), alt.Tooltip("hi:Q", format=".2f")])
+        tooltip=[
+            "question:N",
+            "teacher:N",
+            "n:Q",
+            alt.Tooltip("observed:Q", format=".2f"),
+            alt.Tooltip("lo:Q", format=".2f"),
+            alt.Tooltip("hi:Q", format=".2f"),
+        ],
+    )
     bars = base.mark_rule().encode(y="lo:Q", y2="hi:Q")
     # Perfect calibration: the human rate equals the mean score.
     ideal = base.mark_line(strokeDash=[4, 4], color="gray").encode(y="mean_score:Q")
-    return alt.layer(ideal, bars, points, data=bins).properties(width=180, height=180).facet(
-        facet=alt.Facet("question:N", title=None), columns=3)
+    return (
+        alt.layer(ideal, bars, points, data=bins)
+        .properties(width=180, height=180)
+        .facet(facet=alt.Facet("question:N", title=None), columns=3)
+    )
 
 
 def chart_bytes(chart: alt.TopLevelMixin, fmt: str) -> bytes:

@@ -28,13 +28,26 @@ from labeling.review.validation import campaign_questions
 from labeling.schema import Schema
 from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
 
-ROW_COLUMNS = ["work_id", "user_id", "annotator", "version", "minute", "skipped", "skip_reason",
-               "flagged", "note", "time_on_item_ms", "gold_item"]
+ROW_COLUMNS = [
+    "work_id",
+    "user_id",
+    "annotator",
+    "version",
+    "minute",
+    "skipped",
+    "skip_reason",
+    "flagged",
+    "note",
+    "time_on_item_ms",
+    "gold_item",
+]
 
 
-GRAINS = {"minute": (16, "YYYY-MM-DD HH24:MI", "%Y-%m-%d %H:%M"),
-          "hour": (13, "YYYY-MM-DD HH24", "%Y-%m-%d %H"),
-          "day": (10, "YYYY-MM-DD", "%Y-%m-%d")}
+GRAINS = {
+    "minute": (16, "YYYY-MM-DD HH24:MI", "%Y-%m-%d %H:%M"),
+    "hour": (13, "YYYY-MM-DD HH24", "%Y-%m-%d %H"),
+    "day": (10, "YYYY-MM-DD", "%Y-%m-%d"),
+}
 
 
 def _truncated(column: Any, dialect: str, grain: str = "minute") -> Any:
@@ -63,11 +76,16 @@ def data_version(engine: Engine, campaign_id: int) -> tuple[int, ...]:
     """
     with read_session(engine) as session:
         labels, newest = session.execute(
-            select(func.count(), func.coalesce(func.max(Label.id), 0))
-            .where(Label.campaign_id == campaign_id)).one()
+            select(func.count(), func.coalesce(func.max(Label.id), 0)).where(
+                Label.campaign_id == campaign_id
+            )
+        ).one()
         event = session.execute(select(func.coalesce(func.max(StatusEvent.id), 0))).scalar_one()
-        items = session.execute(select(func.count()).select_from(CampaignItem).where(
-            CampaignItem.campaign_id == campaign_id)).scalar_one()
+        items = session.execute(
+            select(func.count())
+            .select_from(CampaignItem)
+            .where(CampaignItem.campaign_id == campaign_id)
+        ).scalar_one()
     return int(labels), int(newest), int(event), int(items)
 
 
@@ -76,13 +94,22 @@ def label_span(engine: Engine, campaign_id: int, since: datetime) -> dict[str, A
     and those counted since `since`, in one pass over the campaign's labels."""
     counted = Label.skipped.is_(False)
     with read_session(engine) as session:
-        first, last, first_counted, n, recent = session.execute(select(
-            func.min(Label.created_at), func.max(Label.created_at),
-            func.min(Label.created_at).filter(counted), func.count().filter(counted),
-            func.count().filter(counted, Label.created_at >= since),
-        ).where(Label.campaign_id == campaign_id, Label.version == 1)).one()
-    return {"first": first, "last": last, "first_counted": first_counted,
-            "counted": int(n or 0), "recent": int(recent or 0)}
+        first, last, first_counted, n, recent = session.execute(
+            select(
+                func.min(Label.created_at),
+                func.max(Label.created_at),
+                func.min(Label.created_at).filter(counted),
+                func.count().filter(counted),
+                func.count().filter(counted, Label.created_at >= since),
+            ).where(Label.campaign_id == campaign_id, Label.version == 1)
+        ).one()
+    return {
+        "first": first,
+        "last": last,
+        "first_counted": first_counted,
+        "counted": int(n or 0),
+        "recent": int(recent or 0),
+    }
 
 
 def activity(engine: Engine, campaign_id: int, grain: str = "minute") -> pd.DataFrame:
@@ -95,17 +122,26 @@ def activity(engine: Engine, campaign_id: int, grain: str = "minute") -> pd.Data
     dialect = engine.dialect.name
     lm = _truncated(Label.created_at, dialect, grain).label("m")
     em = _truncated(StatusEvent.created_at, dialect, grain).label("m")
-    labels = (select(lm, Label.skipped, func.count()).where(
-        Label.campaign_id == campaign_id, Label.version == 1).group_by(lm, Label.skipped))
-    events = (select(em, StatusEvent.to_status, func.count()).where(
-        StatusEvent.campaign_id == campaign_id,
-        StatusEvent.to_status.in_([STATUS_VALIDATED, STATUS_DISPUTED]),
-        func.coalesce(StatusEvent.from_status, "") != StatusEvent.to_status,
-    ).group_by(em, StatusEvent.to_status))
+    labels = (
+        select(lm, Label.skipped, func.count())
+        .where(Label.campaign_id == campaign_id, Label.version == 1)
+        .group_by(lm, Label.skipped)
+    )
+    events = (
+        select(em, StatusEvent.to_status, func.count())
+        .where(
+            StatusEvent.campaign_id == campaign_id,
+            StatusEvent.to_status.in_([STATUS_VALIDATED, STATUS_DISPUTED]),
+            func.coalesce(StatusEvent.from_status, "") != StatusEvent.to_status,
+        )
+        .group_by(em, StatusEvent.to_status)
+    )
     with read_session(engine) as session:
         rows = [(m, "skipped" if s else "labelled", n) for m, s, n in session.execute(labels)]
-        rows += [(m, "validated" if t == STATUS_VALIDATED else "disputed", n)
-                 for m, t, n in session.execute(events)]
+        rows += [
+            (m, "validated" if t == STATUS_VALIDATED else "disputed", n)
+            for m, t, n in session.execute(events)
+        ]
     out = pd.DataFrame(rows, columns=["at", "kind", "n"])
     out["at"] = _at(out["at"], grain)
     return out
@@ -115,10 +151,12 @@ def remaining_labels(engine: Engine, campaign: CampaignInfo) -> tuple[int, int]:
     """Labels still wanted (overlap minus labels, over unfinished works) and works started."""
     wanted = campaign.overlap - CampaignItem.n_labels
     with read_session(engine) as session:
-        remaining, started = session.execute(select(
-            func.coalesce(func.sum(case((wanted > 0, wanted), else_=0)), 0),
-            func.count().filter(CampaignItem.n_labels > 0),
-        ).where(CampaignItem.campaign_id == campaign.id)).one()
+        remaining, started = session.execute(
+            select(
+                func.coalesce(func.sum(case((wanted > 0, wanted), else_=0)), 0),
+                func.count().filter(CampaignItem.n_labels > 0),
+            ).where(CampaignItem.campaign_id == campaign.id)
+        ).one()
     return int(remaining), int(started)
 
 
@@ -143,8 +181,9 @@ def _match_rows(questions: list[str], given: list[Any], truth: list[Any]) -> np.
             continue
         if t not in parsed:
             parsed[t] = orjson.loads(t) or {}
-            present[t] = np.array([1.0 if parsed[t].get(q) is not None else np.nan
-                                   for q in questions])
+            present[t] = np.array(
+                [1.0 if parsed[t].get(q) is not None else np.nan for q in questions]
+            )
         if g == t:
             out[i] = present[t]
             continue
@@ -168,29 +207,50 @@ def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.Dat
         either answer absent).
     """
     names = [q.name for q in campaign_questions(campaign, schema)]
-    labels = select(Label.work_id, Label.user_id, Label.version,
-                    _minute(Label.created_at, engine.dialect.name), Label.skipped,
-                    Label.skip_reason, Label.flagged, Label.note, Label.time_on_item_ms,
-                    cast(Label.answers, Text)).where(Label.campaign_id == campaign.id)
+    labels = select(
+        Label.work_id,
+        Label.user_id,
+        Label.version,
+        _minute(Label.created_at, engine.dialect.name),
+        Label.skipped,
+        Label.skip_reason,
+        Label.flagged,
+        Label.note,
+        Label.time_on_item_ms,
+        cast(Label.answers, Text),
+    ).where(Label.campaign_id == campaign.id)
     items = select(CampaignItem.work_id).where(CampaignItem.campaign_id == campaign.id)
     finals = select(Work.id, cast(Work.final_answers, Text)).where(
-        Work.status == STATUS_VALIDATED, Work.id.in_(items))
+        Work.status == STATUS_VALIDATED, Work.id.in_(items)
+    )
     with read_session(engine) as session:
         conn = session.connection()
         rows = conn.execute(labels).all()
         users = dict(conn.execute(select(User.id, User.name)).all())
         gold = set(conn.execute(items.where(CampaignItem.is_gold)).scalars())
         truth = dict(conn.execute(finals).all()) if rows else {}
-    cols = ["work_id", "user_id", "version", "minute", "skipped", "skip_reason", "flagged",
-            "note", "time_on_item_ms", "answers"]
+    cols = [
+        "work_id",
+        "user_id",
+        "version",
+        "minute",
+        "skipped",
+        "skip_reason",
+        "flagged",
+        "note",
+        "time_on_item_ms",
+        "answers",
+    ]
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(cols)
-    df = pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in zip(cols, columns,
-                                                                     strict=True)})
+    df = pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in zip(cols, columns, strict=True)})
     for c in ("time_on_item_ms", "user_id", "version"):
         df[c] = pd.to_numeric(df[c], errors="coerce")
     # Each annotator's current version only (labels are only ever added).
-    df = (df.sort_values("version", kind="stable")
-          .drop_duplicates(["work_id", "user_id"], keep="last").sort_index())
+    df = (
+        df.sort_values("version", kind="stable")
+        .drop_duplicates(["work_id", "user_id"], keep="last")
+        .sort_index()
+    )
     df["annotator"] = df["user_id"].map(users).astype(object)
     df["gold_item"] = df["work_id"].isin(gold).astype(bool)
     for c in ("skipped", "flagged"):
@@ -211,8 +271,7 @@ def agreement_labels(rows: pd.DataFrame) -> pd.DataFrame:
     current = rows[~rows["skipped"]].sort_values(["work_id", "annotator"], kind="stable")
     texts: dict[str, dict[str, Any]] = {}  # equal answers are common: parse each text once
     parsed = []
-    for w, a, t in zip(current["work_id"], current["annotator"], current["answers"],
-                       strict=True):
+    for w, a, t in zip(current["work_id"], current["annotator"], current["answers"], strict=True):
         got = texts.get(t)
         if got is None:
             got = texts[t] = orjson.loads(t) or {}
@@ -225,9 +284,12 @@ def matches_of(rows: pd.DataFrame) -> pd.DataFrame:
     names = rows.attrs.get("questions", [])
     if rows.empty or not names:
         return pd.DataFrame(columns=mon.MATCH_COLUMNS)
-    long = rows.melt(id_vars=["annotator", "work_id", "created_at", "gold_item"],
-                     value_vars=names, var_name="question", value_name="match")
+    long = rows.melt(
+        id_vars=["annotator", "work_id", "created_at", "gold_item"],
+        value_vars=names,
+        var_name="question",
+        value_name="match",
+    )
     long = long.dropna(subset=["match"])
     long["match"] = long["match"].astype(bool)
     return long[mon.MATCH_COLUMNS].reset_index(drop=True)
-

@@ -51,10 +51,14 @@ class BinStep:
 
 
 BIN_STEPS = (
-    BinStep("1min", 60, "minute"), BinStep("5min", 300, "5 minutes"),
-    BinStep("15min", 900, "15 minutes"), BinStep("1h", 3600, "hour"),
-    BinStep("3h", 10800, "3 hours"), BinStep("6h", 21600, "6 hours"),
-    BinStep("1D", 86400, "day"), BinStep("W", 7 * 86400, "week"),
+    BinStep("1min", 60, "minute"),
+    BinStep("5min", 300, "5 minutes"),
+    BinStep("15min", 900, "15 minutes"),
+    BinStep("1h", 3600, "hour"),
+    BinStep("3h", 10800, "3 hours"),
+    BinStep("6h", 21600, "6 hours"),
+    BinStep("1D", 86400, "day"),
+    BinStep("W", 7 * 86400, "week"),
     BinStep("M", 30.44 * 86400, "month"),
 )
 
@@ -107,10 +111,17 @@ def cumulative_progress(activity: pd.DataFrame, max_bins: int = MAX_BINS) -> pd.
     periods = _next_bins(before, step, 1)
     while periods[-1] < start.max():
         periods = _next_bins(before, step, len(periods) + 1)
-    counts = (pd.DataFrame({"period": start, "measure": activity["kind"].to_numpy(),
-                            "n": activity["n"].to_numpy()})
-              .groupby(["period", "measure"])["n"].sum().unstack("measure")
-              .reindex(index=periods, columns=list(MEASURES)).fillna(0).astype(int))
+    counts = (
+        pd.DataFrame(
+            {"period": start, "measure": activity["kind"].to_numpy(), "n": activity["n"].to_numpy()}
+        )
+        .groupby(["period", "measure"])["n"]
+        .sum()
+        .unstack("measure")
+        .reindex(index=periods, columns=list(MEASURES))
+        .fillna(0)
+        .astype(int)
+    )
     counts.index.name, counts.columns.name = "period", "measure"
     new = counts.stack().rename("new")
     total = counts.cumsum().stack().rename("works")
@@ -129,7 +140,11 @@ def poisson_interval(k: int, level: float = 0.95) -> tuple[float, float]:
 
 
 def rate_and_eta(
-    first: datetime | None, counted: int, in_window: int, remaining: int, now: datetime,
+    first: datetime | None,
+    counted: int,
+    in_window: int,
+    remaining: int,
+    now: datetime,
     window: timedelta = RATE_WINDOW,
 ) -> dict[str, Any]:
     """Labels per hour over the trailing window, and the time to the remaining labels.
@@ -147,15 +162,24 @@ def rate_and_eta(
         remaining, n (labels in the window), hours (its length), per_hour, lo, hi, eta_hours,
         eta_lo, eta_hi (None when undefined; eta_hi None too when the rate's lower bound is 0).
     """
-    out: dict[str, Any] = {"remaining": int(remaining), "n": 0, "hours": None,
-                           "per_hour": None, "lo": None, "hi": None,
-                           "eta_hours": None, "eta_lo": None, "eta_hi": None}
+    out: dict[str, Any] = {
+        "remaining": int(remaining),
+        "n": 0,
+        "hours": None,
+        "per_hour": None,
+        "lo": None,
+        "hi": None,
+        "eta_hours": None,
+        "eta_lo": None,
+        "eta_hi": None,
+    }
     if first is None or counted <= 0:
         return out
     now_ts, first_ts = pd.Timestamp(now), pd.Timestamp(first)
     now_ts = now_ts.tz_localize("UTC") if now_ts.tzinfo is None else now_ts.tz_convert("UTC")
-    first_ts = first_ts.tz_localize("UTC") if first_ts.tzinfo is None else \
-        first_ts.tz_convert("UTC")
+    first_ts = (
+        first_ts.tz_localize("UTC") if first_ts.tzinfo is None else first_ts.tz_convert("UTC")
+    )
     since = max(first_ts, now_ts - window)
     hours = max((now_ts - since).total_seconds() / 3600, 1 / 60)  # at least a minute
     k = int(in_window)
@@ -164,8 +188,11 @@ def rate_and_eta(
     if remaining <= 0:
         out.update(eta_hours=0.0, eta_lo=0.0, eta_hi=0.0)
     elif k > 0:
-        out.update(eta_hours=remaining / out["per_hour"], eta_lo=remaining / out["hi"],
-                   eta_hi=remaining / out["lo"])
+        out.update(
+            eta_hours=remaining / out["per_hour"],
+            eta_lo=remaining / out["hi"],
+            eta_hi=remaining / out["lo"],
+        )
     return out
 
 
@@ -180,7 +207,7 @@ def sql_grain(first: datetime | None, last: datetime | None, max_bins: int = MAX
 
 
 def alpha_level(alpha: float | None) -> str:
-    """"unreliable", "tentative" or "reliable" by the usual alpha thresholds; "undefined"."""
+    """ "unreliable", "tentative" or "reliable" by the usual alpha thresholds; "undefined"."""
     if alpha is None or pd.isna(alpha):
         return "undefined"
     if alpha < ALPHA_TENTATIVE:
@@ -200,9 +227,12 @@ def question_reliability(agreement: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     out = rows.assign(level=[alpha_level(a) for a in rows["alpha"]])[cols]
     rank = out["level"].map({"unreliable": 0, "tentative": 1, "undefined": 2, "reliable": 3})
-    return (out.assign(_r=rank, _a=out["alpha"].fillna(np.inf))
-            .sort_values(["_r", "_a", "question"]).drop(columns=["_r", "_a"])
-            .reset_index(drop=True))
+    return (
+        out.assign(_r=rank, _a=out["alpha"].fillna(np.inf))
+        .sort_values(["_r", "_a", "question"])
+        .drop(columns=["_r", "_a"])
+        .reset_index(drop=True)
+    )
 
 
 def median_interval(values: Sequence[float], level: float = 0.95) -> tuple[Any, Any, Any]:
@@ -229,8 +259,7 @@ def annotator_speed(times: pd.DataFrame) -> pd.DataFrame:
     for who, mine in times.groupby("annotator", sort=True):
         med, lo, hi = median_interval(mine["seconds"])
         others = times.loc[times["annotator"] != who, "seconds"]
-        rows.append((who, med, lo, hi, len(mine),
-                     float(others.median()) if len(others) else None))
+        rows.append((who, med, lo, hi, len(mine), float(others.median()) if len(others) else None))
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -253,7 +282,7 @@ def _share_flag(k: int, n: int, others_k: int, others_n: int) -> bool:
 
 
 def speed_flag(lo: float | None, hi: float | None, n: int, others: float | None) -> str | None:
-    """"unusually fast" / "unusually slow" against the others' median time, else None."""
+    """ "unusually fast" / "unusually slow" against the others' median time, else None."""
     if others is None or n < MIN_TIMED or lo is None or hi is None or others <= 0:
         return None
     if hi < others / SPEED_FACTOR:
@@ -275,8 +304,10 @@ def attention(annotators: pd.DataFrame) -> pd.DataFrame:
     """
     cols = ["annotator", "reason", "value", "others", "n"]
     rows = []
-    for kind, s_col, n_col in (("validated answers", "agree", "agree_n"),
-                               ("gold checks", "gold", "gold_n")):
+    for kind, s_col, n_col in (
+        ("validated answers", "agree", "agree_n"),
+        ("gold checks", "gold", "gold_n"),
+    ):
         n_all = annotators[n_col].fillna(0).astype(int)
         k_all = (annotators[s_col].fillna(0) * n_all).round().astype(int)
         total_k, total_n = int(k_all.sum()), int(n_all.sum())
@@ -284,13 +315,28 @@ def attention(annotators: pd.DataFrame) -> pd.DataFrame:
             ok, on = int(total_k - k), int(total_n - n)
             if _share_flag(k, n, ok, on):
                 lo, hi = wilson(k, n)
-                rows.append((r.annotator, f"far from the {kind}",
-                             f"{k / n:.0%} [{lo:.0%}, {hi:.0%}]", f"{ok / on:.0%} of {on}", n))
+                rows.append(
+                    (
+                        r.annotator,
+                        f"far from the {kind}",
+                        f"{k / n:.0%} [{lo:.0%}, {hi:.0%}]",
+                        f"{ok / on:.0%} of {on}",
+                        n,
+                    )
+                )
     for r in annotators.itertuples(index=False):
-        flag = speed_flag(_num(r.median_lo), _num(r.median_hi), int(r.time_n),
-                          _num(r.others_median))
+        flag = speed_flag(
+            _num(r.median_lo), _num(r.median_hi), int(r.time_n), _num(r.others_median)
+        )
         if flag:
-            rows.append((r.annotator, flag,
-                         f"{_secs(r.median_seconds)} per work [{_secs(r.median_lo)}, "
-                         f"{_secs(r.median_hi)}]", _secs(r.others_median), int(r.time_n)))
+            rows.append(
+                (
+                    r.annotator,
+                    flag,
+                    f"{_secs(r.median_seconds)} per work [{_secs(r.median_lo)}, "
+                    f"{_secs(r.median_hi)}]",
+                    _secs(r.others_median),
+                    int(r.time_n),
+                )
+            )
     return pd.DataFrame(rows, columns=cols)

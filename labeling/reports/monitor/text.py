@@ -25,10 +25,12 @@ def progress_sentence(p: Mapping[str, Any]) -> str:
     """How far the campaign is: works done and started, labels, skips, leases."""
     if not p["items"]:
         return "This campaign has no works queued yet."
-    return (f"{p['done']} of {p['items']} works have all {p['overlap']} label(s) "
-            f"({p['fraction_done']:.0%}); {p['started']} have at least one. "
-            f"{p['labels']} labels counted, {p['skips']} skips, {p['in_progress']} leased now, "
-            f"{p['annotators']} annotator(s).")
+    return (
+        f"{p['done']} of {p['items']} works have all {p['overlap']} label(s) "
+        f"({p['fraction_done']:.0%}); {p['started']} have at least one. "
+        f"{p['labels']} labels counted, {p['skips']} skips, {p['in_progress']} leased now, "
+        f"{p['annotators']} annotator(s)."
+    )
 
 
 def rate_sentence(rate: Mapping[str, Any]) -> str:
@@ -37,17 +39,24 @@ def rate_sentence(rate: Mapping[str, Any]) -> str:
         return "No label is still wanted: every work has its labels."
     if rate["per_hour"] is None:
         return "No labels yet: no rate and no ETA."
-    window = fmt_hours(rate["hours"]) if rate["hours"] < RATE_WINDOW.total_seconds() / 3600 \
+    window = (
+        fmt_hours(rate["hours"])
+        if rate["hours"] < RATE_WINDOW.total_seconds() / 3600
         else f"{RATE_WINDOW.days} days"
-    head = (f"{rate['per_hour']:.1f} labels per hour [{rate['lo']:.1f}, {rate['hi']:.1f}] over "
-            f"the last {window} (n = {rate['n']} labels).")
+    )
+    head = (
+        f"{rate['per_hour']:.1f} labels per hour [{rate['lo']:.1f}, {rate['hi']:.1f}] over "
+        f"the last {window} (n = {rate['n']} labels)."
+    )
     if rate["remaining"] == 0:
         return f"{head} Every work has its labels."
     if rate["n"] == 0:
         return f"{head} No label in that time: no ETA at the current rate."
-    return (f"{head} ETA for the {rate['remaining']} labels still wanted: "
-            f"{fmt_hours(rate['eta_hours'])} [{fmt_hours(rate['eta_lo'])}, "
-            f"{fmt_hours(rate['eta_hi'])}] at this rate.")
+    return (
+        f"{head} ETA for the {rate['remaining']} labels still wanted: "
+        f"{fmt_hours(rate['eta_hours'])} [{fmt_hours(rate['eta_lo'])}, "
+        f"{fmt_hours(rate['eta_hi'])}] at this rate."
+    )
 
 
 def attention_sentence(annotators: pd.DataFrame, n_validated: int) -> str:
@@ -67,8 +76,10 @@ def reliability_sentence(reliability: pd.DataFrame) -> str:
     bad = int((reliability["level"] == "unreliable").sum())
     shaky = int((reliability["level"] == "tentative").sum())
     undefined = int((reliability["level"] == "undefined").sum())
-    text = (f"{bad} of {len(reliability)} question(s) below alpha {ALPHA_TENTATIVE} "
-            f"(unreliable), {shaky} between {ALPHA_TENTATIVE} and {ALPHA_RELIABLE} (tentative)")
+    text = (
+        f"{bad} of {len(reliability)} question(s) below alpha {ALPHA_TENTATIVE} "
+        f"(unreliable), {shaky} between {ALPHA_TENTATIVE} and {ALPHA_RELIABLE} (tentative)"
+    )
     if undefined:
         text += f", {undefined} undefined (too few works labelled twice, or no variation)"
     return text + "."
@@ -83,16 +94,20 @@ def teachers_sentence(n_validated: int, n_items: int) -> str:
     """What the teachers' numbers rest on."""
     if n_validated == 0:
         return no_validated_sentence(n_validated, n_items)
-    return (f"Precision and recall against {n_validated} validated works of {n_items}, "
-            "with 95% Wilson intervals; each n is what the number rests on.")
+    return (
+        f"Precision and recall against {n_validated} validated works of {n_items}, "
+        "with 95% Wilson intervals; each n is what the number rests on."
+    )
 
 
 def pairs_sentence(report: Mapping[str, Any]) -> str:
     """The empty state of the kappa matrix."""
     left = len(report.get("pairs_left_out") or [])
     if left:
-        return (f"No pair of annotators has a defined kappa yet ({left} pair-question(s) share "
-                f"fewer than {report.get('min_pair_n', 2)} works).")
+        return (
+            f"No pair of annotators has a defined kappa yet ({left} pair-question(s) share "
+            f"fewer than {report.get('min_pair_n', 2)} works)."
+        )
     return "No pair of annotators has labelled the same works yet."
 
 
@@ -101,7 +116,10 @@ def estimates_sentence(estimates: Mapping[str, Any]) -> str:
     if not estimates.get("estimable"):
         return str(estimates.get("reason") or "No frame estimate for this campaign.")
     if not estimates.get("n_validated"):
-        return (f"No validated sampled works yet: 0 of {estimates.get('n_sampled', 0)} sampled "
-                "works.")
-    return (f"{estimates['n_validated']} validated of {estimates['n_sampled']} sampled works, "
-            f"frame of {estimates['population']} works; {estimates['assumption']}.")
+        return (
+            f"No validated sampled works yet: 0 of {estimates.get('n_sampled', 0)} sampled works."
+        )
+    return (
+        f"{estimates['n_validated']} validated of {estimates['n_sampled']} sampled works, "
+        f"frame of {estimates['population']} works; {estimates['assumption']}."
+    )

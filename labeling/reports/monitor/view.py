@@ -104,8 +104,7 @@ def live_view(engine: Engine, campaign_id: int, now: datetime | None = None) -> 
     remaining, started = md.remaining_labels(engine, info)
     clock = now or utcnow()
     span = md.label_span(engine, campaign_id, clock - ms.RATE_WINDOW)
-    rate = ms.rate_and_eta(span["first_counted"], span["counted"], span["recent"], remaining,
-                           clock)
+    rate = ms.rate_and_eta(span["first_counted"], span["counted"], span["recent"], remaining, clock)
     # Count per minute only when the chart's bins are minutes: months of labels per day.
     act = md.activity(engine, campaign_id, ms.sql_grain(span["first"], span["last"]))
     progress = {**p, "started": started, "overlap": info.overlap}
@@ -132,22 +131,32 @@ def _annotator_tables(rows: pd.DataFrame, n_validated: int) -> tuple[dict[str, T
     none_validated = f"No validated works with labels yet ({n_validated} validated)."
     tables = {
         "annotators": table(
-            "annotators", stats, "No labels yet.",
+            "annotators",
+            stats,
+            "No labels yet.",
             ("agreement [95% CI]", "agree", "agree_lo", "agree_hi"),
             ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi"),
-            ("median s [95% CI]", "median_seconds", "median_lo", "median_hi")),
-        "attention": table("attention", ms.attention(stats) if not stats.empty else
-                           pd.DataFrame(), mt.attention_sentence(stats, n_validated)),
+            ("median s [95% CI]", "median_seconds", "median_lo", "median_hi"),
+        ),
+        "attention": table(
+            "attention",
+            ms.attention(stats) if not stats.empty else pd.DataFrame(),
+            mt.attention_sentence(stats, n_validated),
+        ),
         "per_question": table(
             "agreement_by_annotator_and_question",
-            mon.agreement_by(matches[~matches["gold_item"].astype(bool)],
-                             ["annotator", "question"]),
-            none_validated, ("agreement [95% CI]", "share", "lo", "hi")),
+            mon.agreement_by(
+                matches[~matches["gold_item"].astype(bool)], ["annotator", "question"]
+            ),
+            none_validated,
+            ("agreement [95% CI]", "share", "lo", "hi"),
+        ),
         "reasons": table("skip_and_flag_reasons", mon.reasons_table(rows), "No skips or flags."),
     }
     drift = mon.drift_table(matches, "W")
-    tables["drift"] = table("drift_by_week", drift, none_validated,
-                            ("agreement [95% CI]", "share", "lo", "hi"))
+    tables["drift"] = table(
+        "drift_by_week", drift, none_validated, ("agreement [95% CI]", "share", "lo", "hi")
+    )
     return tables, (stats, drift)
 
 
@@ -168,8 +177,9 @@ class _Clock:
                 self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
 
 
-def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo,
-               timings: dict[str, float] | None = None) -> Statistics:
+def statistics(
+    engine: Engine, schema: Schema, campaign: CampaignInfo, timings: dict[str, float] | None = None
+) -> Statistics:
     """Who needs attention, which questions are unreliable, how good the teachers are, and more.
 
     Args:
@@ -182,60 +192,98 @@ def statistics(engine: Engine, schema: Schema, campaign: CampaignInfo,
     rows = clock("label rows", md.label_rows, engine, schema, campaign)
     # Read once, used twice: the validated works for machines and for estimates.
     validated = clock("validated works", validated_works, engine, schema, campaign.id)
-    machines = clock("humans vs machines", machine_report, engine, schema, campaign,
-                     validated=validated)
+    machines = clock(
+        "humans vs machines", machine_report, engine, schema, campaign, validated=validated
+    )
     n_validated = int(machines["n_works"])
     tables, (stats, drift) = clock("annotator tables", _annotator_tables, rows, n_validated)
     long = clock("agreement", md.agreement_labels, rows)
     agreement = clock("agreement", agreement_for, engine, schema, campaign.id, labels=long)
-    model, no_model = clock("model accuracy", mm.model_accuracy, long,
-                            campaign_questions(campaign, schema), stats)
-    tables["model_accuracy"] = table("model_accuracy", model, no_model,
-                                     ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi"))
+    model, no_model = clock(
+        "model accuracy", mm.model_accuracy, long, campaign_questions(campaign, schema), stats
+    )
+    tables["model_accuracy"] = table(
+        "model_accuracy", model, no_model, ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi")
+    )
     rows_agree = agreement_table(agreement)
     rows_agree = rows_agree[rows_agree["n_labels"].fillna(0) > 0].reset_index(drop=True)
     no_labels = "No labels yet: there is no agreement to measure."
     tables["reliability"] = table(
-        "question_reliability", ms.question_reliability(rows_agree), no_labels,
-        ("alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi"))
+        "question_reliability",
+        ms.question_reliability(rows_agree),
+        no_labels,
+        ("alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi"),
+    )
     tables["agreement"] = table(
-        "agreement", rows_agree, no_labels, ("alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi"),
-        ("fleiss kappa [95% CI]", "fleiss_kappa", "kappa_lo", "kappa_hi"))
+        "agreement",
+        rows_agree,
+        no_labels,
+        ("alpha [95% CI]", "alpha", "alpha_lo", "alpha_hi"),
+        ("fleiss kappa [95% CI]", "fleiss_kappa", "kappa_lo", "kappa_hi"),
+    )
     pairs = pairs_table(agreement)
     tables["pairs"] = table("pairs", pairs, mt.pairs_sentence(agreement))
     no_valid = mt.no_validated_sentence(n_validated, campaign.n_items)
     machine_rows = machine_table(machines) if n_validated else pd.DataFrame()
-    cis = (("precision [95% CI]", "precision", "precision_lo", "precision_hi"),
-           ("recall [95% CI]", "recall", "recall_lo", "recall_hi"))
+    cis = (
+        ("precision [95% CI]", "precision", "precision_lo", "precision_hi"),
+        ("recall [95% CI]", "recall", "recall_lo", "recall_hi"),
+    )
     # At a glance: each teacher's precision and recall per label, with their n only.
-    teachers = (machine_rows.loc[machine_rows["system"].isin(schema.teachers),
-                                 ["question", "label", "system", "precision", "precision_lo",
-                                  "precision_hi", "precision_n", "recall", "recall_lo",
-                                  "recall_hi", "recall_n"]]
-                if n_validated else machine_rows)
+    teachers = (
+        machine_rows.loc[
+            machine_rows["system"].isin(schema.teachers),
+            [
+                "question",
+                "label",
+                "system",
+                "precision",
+                "precision_lo",
+                "precision_hi",
+                "precision_n",
+                "recall",
+                "recall_lo",
+                "recall_hi",
+                "recall_n",
+            ],
+        ]
+        if n_validated
+        else machine_rows
+    )
     tables["teachers"] = table("teachers", teachers.reset_index(drop=True), no_valid, *cis)
     tables["machines"] = table("humans_vs_machines", machine_rows, no_valid, *cis)
-    tables["brier"] = table("brier", brier_table(machines) if n_validated else pd.DataFrame(),
-                            no_valid)
-    estimates = clock("estimates", frame_estimates, engine, schema, campaign,
-                      validated=validated)
+    tables["brier"] = table(
+        "brier", brier_table(machines) if n_validated else pd.DataFrame(), no_valid
+    )
+    estimates = clock("estimates", frame_estimates, engine, schema, campaign, validated=validated)
     tables["estimates"] = table(
-        "frame_estimates", estimate_table(estimates), mt.estimates_sentence(estimates),
-        ("prevalence [95% CI]", "prevalence", "lo", "hi"))
+        "frame_estimates",
+        estimate_table(estimates),
+        mt.estimates_sentence(estimates),
+        ("prevalence [95% CI]", "prevalence", "lo", "hi"),
+    )
     tables["strata"] = table("strata", pd.DataFrame(estimates.get("strata") or []), "")
     sentences = {
-        "attention": tables["attention"].empty, "reliability": mt.reliability_sentence(
-            tables["reliability"].raw), "teachers": mt.teachers_sentence(n_validated,
-                                                                         campaign.n_items),
+        "attention": tables["attention"].empty,
+        "reliability": mt.reliability_sentence(tables["reliability"].raw),
+        "teachers": mt.teachers_sentence(n_validated, campaign.n_items),
         "estimates": mt.estimates_sentence(estimates),
     }
-    return Statistics(sentences, tables, stats, drift, pairs,
-                      reliability_table(machines) if n_validated else pd.DataFrame(),
-                      confusion_tables(machines) if n_validated else {}, estimates)
+    return Statistics(
+        sentences,
+        tables,
+        stats,
+        drift,
+        pairs,
+        reliability_table(machines) if n_validated else pd.DataFrame(),
+        confusion_tables(machines) if n_validated else {},
+        estimates,
+    )
 
 
-def monitor_view(engine: Engine, schema: Schema, campaign_id: int,
-                 now: datetime | None = None) -> tuple[LiveView, Statistics]:
+def monitor_view(
+    engine: Engine, schema: Schema, campaign_id: int, now: datetime | None = None
+) -> tuple[LiveView, Statistics]:
     """Everything the Monitor page shows for one campaign (live top and statistics)."""
     live = live_view(engine, campaign_id, now)
     return live, statistics(engine, schema, live.campaign)
