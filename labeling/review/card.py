@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
+from labeling.review.links import doi_link, openalex_link
 from labeling.schema import Question, Schema, get_path
 
 # The wording of the current system's page (seeds/003): scores rank, they never assert.
@@ -23,8 +22,6 @@ PREDICTION_NOTICE = (
     "These outputs are machine predictions, not human labels."
 )
 AGREE, DISAGREE, UNKNOWN = "agree", "disagree", "unknown"
-_WORK_ID = re.compile(r"^(?:https?://openalex\.org/)?(W\d+)$", re.IGNORECASE | re.ASCII)
-_DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -176,21 +173,6 @@ def _split(value: Any) -> tuple[str, ...]:
     else:
         parts = str(value).split(";")
     return tuple(dict.fromkeys(p.strip() for p in parts if p and p.strip()))
-
-
-def doi_link(doi: Any) -> tuple[str | None, str | None]:
-    """The bare DOI and its https://doi.org/ link (percent-encoded), or (None, None)."""
-    bare = _text(doi)
-    if not bare:
-        return None, None
-    bare = _DOI_PREFIX.sub("", bare)
-    return bare, "https://doi.org/" + quote(bare, safe="/;:@-._~")
-
-
-def openalex_link(work_id: Any) -> str | None:
-    """https://openalex.org/W... for a valid work id, else None."""
-    m = _WORK_ID.match(str(work_id or "").strip())
-    return f"https://openalex.org/{m.group(1).upper()}" if m else None
 
 
 def _retraction(value: Any) -> str | None:

@@ -17,6 +17,7 @@ from labeling.abstracts.cache import AbstractState, Prefetcher, get_abstracts
 from labeling.errors import StorageError, storage_errors
 from labeling.inputs import storable
 from labeling.review.card import WorkCard, build_card
+from labeling.review.keys import ACTION_KEYS, option_key, question_keys  # noqa: F401
 from labeling.review.labels import (
     LabelError,
     LabelResult,
@@ -49,21 +50,6 @@ MIN_DWELL = 0.3
 
 # The keyboard scheme: letters the page's actions use; a question's own key (schema `key`)
 # may not take one of these, nor C or R (Streamlit reserves them).
-ACTION_KEYS = {
-    "submit": "Enter",
-    "flag": "F",
-    "back": "B",
-    "resume": "N",
-    "codebook": "D",
-    "abstract": "A",
-    "prev": "ArrowUp",
-    "next": "ArrowDown",
-    "conf_1": "L",
-    "conf_2": "M",
-    "conf_3": "H",
-    **{f"skip_{r}": f"Alt+{i}" for i, r in enumerate(SKIP_REASONS, start=1)},
-}
-_TAKEN = {k.upper() for k in ACTION_KEYS.values()} | {"C", "R"}
 
 
 @dataclass
@@ -109,26 +95,6 @@ class Draft:
     def missing(self, questions: Sequence[Question]) -> list[str]:
         """Names of the questions not answered yet."""
         return [q.name for q in questions if self.answers.get(q.name) is None]
-
-
-def question_keys(questions: Sequence[Question]) -> list[str | None]:
-    """Each question's jump key: its schema `key` if it is a free single letter, else None."""
-    keys: list[str | None] = []
-    used = set(_TAKEN)
-    for q in questions:
-        key = (q.key or "").strip().upper()
-        ok = len(key) == 1 and key.isalpha() and key.isascii() and key not in used
-        keys.append(key if ok else None)
-        used.add(key)
-    return keys
-
-
-def option_key(index: int) -> str | None:
-    """Key of the index-th option (0-based): 1..9, 0, then Shift+1..Shift+0; None beyond 20."""
-    if index < 0 or index >= 20:
-        return None
-    digit = str((index + 1) % 10)
-    return digit if index < 10 else f"Shift+{digit}"
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Engine, bindparam, insert, select, update
+from sqlalchemy import Engine, insert, select
 from sqlalchemy.orm import Session
 
 from db.engine import write_session
-from db.models import Adjudication, Campaign, Label, StatusEvent, User, UTCDateTime, Work, utcnow
+from db.models import Adjudication, Campaign, Label, StatusEvent, User, Work, utcnow
 from labeling.errors import InputError
 from labeling.inputs import shown, storable
+from labeling.review.status_sql import _ANSWERS, _LOCK_WORK, _SET_STATUS
 from labeling.schema import BINARY_LABELS, Question, Schema
 from labeling.vocabulary import (
     STATUS_DISPUTED,
@@ -191,28 +192,6 @@ def campaign_questions(campaign: Any, schema: Schema) -> list[Question]:
     if not names:
         return list(schema.questions)
     return [q for q in schema.questions if q.name in set(names)]
-
-
-_ANSWERS = (
-    select(Label.user_id, Label.version, Label.skipped, Label.answers)
-    .where(Label.campaign_id == bindparam("cid"), Label.work_id == bindparam("wid"))
-    .order_by(Label.user_id, Label.version)
-)
-_LOCK_WORK = (
-    select(Work.status, Work.validated_via, Work.final_answers)
-    .where(Work.id == bindparam("wid"))
-    .with_for_update()
-)
-_SET_STATUS = (
-    update(Work)
-    .where(Work.id == bindparam("wid"))
-    .values(
-        status=bindparam("st"),
-        final_answers=bindparam("fa", type_=JSON(none_as_null=True)),
-        validated_via=bindparam("via"),
-        updated_at=bindparam("ts", type_=UTCDateTime()),
-    )
-)
 
 
 def current_answers(session: Session, campaign_id: int, work_id: str) -> list[dict[str, Any]]:
