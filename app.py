@@ -12,7 +12,7 @@ from labeling.auth.login_sessions import create_session, end_session, purge_sess
 from labeling.auth.users import AuthError, UserInfo, authenticate
 from labeling.settings import Settings, get_settings
 from pages._errors import error_text, show_error
-from pages._guard import current_user, engine
+from pages._guard import checked, current_user, engine
 from pages._ui import escape_markdown as esc
 from ui.components import session_cookie
 
@@ -209,4 +209,5 @@ else:
                 stamp=str(S.get("auth_seen")),
                 max_age=get_settings().session_idle_minutes * 60,
             )
+checked(user)
 nav.run()

@@ -54,9 +54,22 @@ def current_user() -> UserInfo | None:
     return live.user
 
 
+CHECKED = "_guard_checked_user"
+
+
+def checked(user: UserInfo | None) -> None:
+    """app.py hands the user it has just checked to this run's page (one check per run)."""
+    if user is None:
+        st.session_state.pop(CHECKED, None)
+    else:
+        st.session_state[CHECKED] = user
+
+
 def require(page: str) -> UserInfo:
     """Stop the script unless the signed-in user's role may open `page`."""
-    user = current_user()
+    # app.py checked the token earlier in this same run; taken once, so a later run checks
+    # again unless app.py has just done so. A page run on its own (AppTest) checks here.
+    user = st.session_state.pop(CHECKED, None) or current_user()
     if user is None or not access.can_open(user.role, page):
         st.error("You do not have access to this page.")
         st.stop()

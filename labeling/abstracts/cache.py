@@ -384,6 +384,15 @@ class Prefetcher:
             self._queued += 1
         return self._executor.submit(self._run, new)
 
+    def submit_later(self, find_ids: Callable[[], Iterable[str]]) -> None:
+        """Like submit, but find_ids (e.g. a queue query) runs in the background thread too.
+
+        The label page calls this while the annotator waits for the next work: the query
+        costs the page nothing, and nothing at all when offline.
+        """
+        if not (self._closed or self._settings.openalex_offline):
+            self._executor.submit(lambda: self.submit(find_ids()))
+
     def in_flight(self, work_id: str) -> bool:
         """True while the work is queued or being fetched, not while a failure is waited out.
 

@@ -276,7 +276,7 @@ def next_item(
             notice=f"{exc}. Tell an admin; try again once it is fixed.",
         )
     if claim is not None and prefetcher is not None and lookahead > 0:
-        prefetcher.submit(upcoming(engine, campaign_id, user_id, lookahead))
+        prefetcher.submit_later(lambda: upcoming(engine, campaign_id, user_id, lookahead))
     return _view(
         engine,
         camp,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -655,6 +656,33 @@ def test_prefetcher_warms_cache_and_deduplicates(db: Engine) -> None:
     assert prefetcher.submit(TEXT_IDS[:1]) is None  # closed
     states = get_abstracts(db, TEXT_IDS[:8], settings=settings(openalex_offline=True))
     assert {s.state for s in states.values()} == {"ok"}
+
+
+def test_prefetcher_submit_later_runs_the_query_in_its_thread(db: Engine) -> None:
+    fake = FakeOpenAlex()
+    client = client_for(fake)
+    caller = threading.get_ident()
+    asked: list[int] = []
+
+    def find_ids() -> list[str]:
+        asked.append(threading.get_ident())
+        return TEXT_IDS[:3]
+
+    prefetcher = Prefetcher(db, client=client, settings=settings())
+    try:
+        prefetcher.submit_later(find_ids)
+        deadline = time.monotonic() + 10
+        while fake.batch_ids() == [] and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        prefetcher.close()
+        client.close()
+    assert asked and asked[0] != caller
+    assert fake.batch_ids() == [TEXT_IDS[:3]]
+    offline = Prefetcher(db, client=client_for(fake), settings=settings(openalex_offline=True))
+    offline.submit_later(find_ids)
+    offline.close()
+    assert len(asked) == 1  # offline: the query is not even run
 
 
 def test_prefetcher_does_not_pile_up(db: Engine) -> None:

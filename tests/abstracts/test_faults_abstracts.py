@@ -244,6 +244,9 @@ def test_labelling_goes_on_when_openalex_fails(
 
     # The prefetcher ran (the next works), failed quietly and never raised.
     (prefetcher,) = RecordingPrefetcher.made
+    deadline = time.monotonic() + BOUND  # the queue query itself runs in the prefetch thread
+    while not prefetcher.futures and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert prefetcher.futures
     for future in prefetcher.futures:
         if future.done():  # still waiting out a failure is fine: it must not block anyone
