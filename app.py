@@ -13,12 +13,14 @@ from labeling.auth.users import AuthError, UserInfo, authenticate
 from labeling.settings import Settings, get_settings
 from pages._errors import error_text, show_error
 from pages._guard import checked, current_user, engine
+from pages._heap import freeze_loaded
 from pages._ui import escape_markdown as esc
 from ui.components import session_cookie
 
 # An emoji favicon is drawn from a data: URL; a :material/...: one is fetched from a Google
 # host, which fails offline (and should not be asked at all).
 st.set_page_config(page_title="Labeling", page_icon="🏷️", layout="wide")
+freeze_loaded()
 
 HERE = Path(__file__).parent
 PAGES = {
