@@ -391,7 +391,13 @@ class Prefetcher:
         costs the page nothing, and nothing at all when offline.
         """
         if not (self._closed or self._settings.openalex_offline):
-            self._executor.submit(lambda: self.submit(find_ids()))
+            self._executor.submit(self._find_and_submit, find_ids)
+
+    def _find_and_submit(self, find_ids: Callable[[], Iterable[str]]) -> None:
+        try:
+            self.submit(find_ids())
+        except Exception:  # nobody waits on this future: say it in the log, never raise
+            log.exception("finding the works to prefetch failed")
 
     def in_flight(self, work_id: str) -> bool:
         """True while the work is queued or being fetched, not while a failure is waited out.

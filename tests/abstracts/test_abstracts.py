@@ -679,10 +679,26 @@ def test_prefetcher_submit_later_runs_the_query_in_its_thread(db: Engine) -> Non
         client.close()
     assert asked and asked[0] != caller
     assert fake.batch_ids() == [TEXT_IDS[:3]]
-    offline = Prefetcher(db, client=client_for(fake), settings=settings(openalex_offline=True))
+    offline = Prefetcher(db, client=client, settings=settings(openalex_offline=True))
     offline.submit_later(find_ids)
     offline.close()
     assert len(asked) == 1  # offline: the query is not even run
+
+
+def test_prefetcher_submit_later_logs_a_failing_query(
+    db: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> list[str]:
+        raise RuntimeError("database is locked")
+
+    prefetcher = Prefetcher(db, client=client_for(FakeOpenAlex()), settings=settings())
+    prefetcher.submit_later(broken)
+    deadline = time.monotonic() + 10
+    while "prefetch failed" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.02)
+    prefetcher.close()
+    assert "finding the works to prefetch failed" in caplog.text
+    assert "database is locked" in caplog.text
 
 
 def test_prefetcher_does_not_pile_up(db: Engine) -> None:
