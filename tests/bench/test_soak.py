@@ -73,7 +73,11 @@ def _claim_all(url: str, campaign_id: int, user_id: int) -> list[str]:
 async def _ui_run(
     ws: Any, widgets: list[tuple[str, Any]] | None = None, page: str = ""
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """One script run over Streamlit's websocket: widget ids by label, page hashes by path."""
+    """One script run over Streamlit's websocket: widget ids by label, page hashes by title.
+
+    By title, not by URL path: the landing page's path is "" (a role's main page is the
+    navigation's default), so a path would name the page differently per role.
+    """
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -95,7 +99,7 @@ async def _ui_run(
         fwd.ParseFromString(await asyncio.wait_for(ws.recv(), 30))
         kind = fwd.WhichOneof("type")
         if kind == "navigation":
-            pages = {p.url_pathname: p.page_script_hash for p in fwd.navigation.app_pages}
+            pages = {p.page_name: p.page_script_hash for p in fwd.navigation.app_pages}
         elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
             element = fwd.delta.new_element
             sub = getattr(element, element.WhichOneof("type"))
@@ -105,7 +109,9 @@ async def _ui_run(
             return ids, pages
 
 
-async def _open_label_page(base: str, name: str, password: str, done: asyncio.Event) -> None:
+async def _open_label_page(
+    base: str, name: str, password: str, opened: asyncio.Queue[str], done: asyncio.Event
+) -> None:
     """Log in as `name` over the app's websocket, open the label page, hold the session."""
     import websockets
 
@@ -115,33 +121,40 @@ async def _open_label_page(base: str, name: str, password: str, done: asyncio.Ev
         _, pages = await _ui_run(
             ws, [(ids["Name"], name), (ids["Password"], password), (ids["Sign in"], True)]
         )
-        assert "label" in pages, f"{name} did not get the label page: {sorted(pages)}"
-        await _ui_run(ws, page=pages["label"])
+        assert "Label" in pages, f"{name} did not get the label page: {sorted(pages)}"
+        await _ui_run(ws, page=pages["Label"])
+        await opened.put(name)
         await done.wait()
 
 
 async def _sessions(plan: list[tuple[str, str]], password: str, url: str) -> list[Any]:
-    """Run every (server, user) session at once; the leases in the database once all opened."""
+    """Run every (server, user) session at once; the leases in the database once all opened.
+
+    Every session must have opened its label page (a failing one fails the test) before the
+    leases are read, so a lease claimed early cannot hide a session that went wrong.
+    """
     from sqlalchemy import select
 
     from db.engine import read_session
     from db.models import Lease
 
     done = asyncio.Event()
-    tasks = [asyncio.create_task(_open_label_page(b, n, password, done)) for b, n in plan]
+    opened: asyncio.Queue[str] = asyncio.Queue()
+    tasks = [asyncio.create_task(_open_label_page(b, n, password, opened, done)) for b, n in plan]
     try:
-        while not all(t.done() for t in tasks):
-            engine = make_engine(url)
-            with read_session(engine) as session:
-                leases = session.execute(select(Lease.user_id, Lease.work_id)).all()
-            engine.dispose()
-            if len(leases) >= len(plan) or any(t.done() and t.exception() for t in tasks):
-                break
-            await asyncio.sleep(0.2)
-        for t in tasks:
-            if t.done() and t.exception():
-                raise t.exception()  # type: ignore[misc]
-        return leases
+        for _ in plan:
+            waiter = asyncio.create_task(opened.get())
+            await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for t in tasks:
+                if t.done():
+                    waiter.cancel()
+                    raise t.exception() or AssertionError("a session ended before the test")
+            await waiter
+        engine = make_engine(url)
+        with read_session(engine) as session:
+            leases = session.execute(select(Lease.user_id, Lease.work_id)).all()
+        engine.dispose()
+        return list(leases)
     finally:
         done.set()
         await asyncio.gather(*tasks, return_exceptions=True)
