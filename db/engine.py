@@ -8,10 +8,10 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, CursorResult, Engine, Result, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -170,12 +170,21 @@ def _scan_cache(conn: Connection, small: bool) -> Iterator[None]:
     if not small:
         yield
         return
-    before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+    before = conn.exec_driver_sql("PRAGMA cache_size").scalar_one()
     conn.exec_driver_sql("PRAGMA cache_size=-8192")
     try:
         yield
     finally:  # the pooled connection goes back with its usual cache
         conn.exec_driver_sql(f"PRAGMA cache_size={int(before)}")
+
+
+def affected_rows(result: Result[Any]) -> int:
+    """Rows an UPDATE or DELETE matched.
+
+    Session.execute is typed as returning a plain Result, though a DML statement's result
+    is always a CursorResult, which has the count.
+    """
+    return int(cast(CursorResult[Any], result).rowcount or 0)
 
 
 _SNAPSHOT_ID = re.compile(r"^[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+$")

@@ -89,7 +89,7 @@ _DOMAIN_FAULTS: dict[type[faults.StorageError], type[StorageError]] = {
 def category(exc: BaseException) -> type[LabelingError] | None:
     """The category of an exception (see the module docstring), or None for any other error."""
     if isinstance(exc, LabelingError):
-        return next(c for c in type(exc).__mro__ if c in CATEGORIES)  # type: ignore[return-value]
+        return next(c for c in type(exc).__mro__ if c in CATEGORIES)
     if isinstance(exc, faults.StorageError):
         return StorageError
     return None

@@ -159,8 +159,8 @@ class OpenAlexClient:
         s = settings
         self.retries = max(0, s.openalex_retries if retries is None else retries)
         self._sleep = sleep
-        self._auth = {"api_key": s.openalex_api_key, "mailto": s.openalex_mailto}
-        self._auth = {k: v for k, v in self._auth.items() if v}
+        given = {"api_key": s.openalex_api_key, "mailto": s.openalex_mailto}
+        self._auth: dict[str, str] = {k: v for k, v in given.items() if v}
         self._http = httpx.Client(
             base_url=s.openalex_url.rstrip("/"),
             timeout=s.openalex_timeout if timeout is None else timeout,

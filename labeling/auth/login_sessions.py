@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.orm import Session
 
-from db.engine import read_session, write_session
+from db.engine import affected_rows, read_session, write_session
 from db.models import AuthSession, User, utcnow
 from labeling.auth.users import UserInfo, UserNotFound
 
@@ -176,7 +176,7 @@ def check_session(
             .where(AuthSession.token == auth.token, AuthSession.last_seen < now)
             .values(last_seen=now)
         )
-        if not touched.rowcount and session.get(AuthSession, auth.token) is None:
+        if not affected_rows(touched) and session.get(AuthSession, auth.token) is None:
             return None  # signed out meanwhile
     return LiveSession(user, token, now)
 
@@ -259,4 +259,4 @@ def purge_sessions(engine: Engine, *, idle_minutes: int, now: datetime | None = 
     cutoff = _now(now) - timedelta(minutes=idle_minutes)
     with write_session(engine) as session:
         result = session.execute(delete(AuthSession).where(AuthSession.last_seen < cutoff))
-        return int(result.rowcount or 0)
+        return affected_rows(result)

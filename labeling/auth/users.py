@@ -308,7 +308,8 @@ def authenticate(
         raise AuthError(GENERIC_AUTH_ERROR)
     if not info.active:
         raise AuthError("this account is deactivated; ask an admin")
-    new_hash = _hasher.hash(password) if _hasher.check_needs_rehash(pw_hash) else None
+    rehash = pw_hash is not None and _hasher.check_needs_rehash(pw_hash)
+    new_hash = _hasher.hash(password) if rehash else None
     if not failed and locked_until is None and new_hash is None:
         return info  # nothing to change: a login costs no write
     with write_session(engine) as session:

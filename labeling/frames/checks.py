@@ -154,12 +154,12 @@ def _check_question(rec: dict[str, Any], q: Question, c: Checked) -> None:
                     f"{thr} ({sorted(want)})"
                 )
     elif q.kind == "binary" and scores:
-        above = [s >= thr for s in scores.values()]
-        for name, want in (("candidate", any(above)), ("consensus", all(above))):
+        hits = [s >= thr for s in scores.values()]
+        for name, says in (("candidate", any(hits)), ("consensus", all(hits))):
             got = calls.get(name)
-            if got is not None and got != want:
+            if got is not None and got != says:
                 warnings.append(
-                    f"{q.name}: {name} is {got} but the scores at threshold {thr} say {want}"
+                    f"{q.name}: {name} is {got} but the scores at threshold {thr} say {says}"
                 )
 
 
@@ -267,7 +267,7 @@ def split_record(rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | 
     bib = {k: v for k, v in rec.items() if k not in ("prediction", "machine_scores")}
     if "prediction" not in rec and "machine_scores" not in rec:
         return bib, None
-    machine = {k: rec[k] for k in ("prediction", "machine_scores") if k in rec}
+    machine: dict[str, Any] = {k: rec[k] for k in ("prediction", "machine_scores") if k in rec}
     return bib, machine
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Required, TypedDict
 
 from sqlalchemy import Engine, select
 from sqlalchemy.engine import make_url
@@ -56,6 +57,17 @@ def seed_abstract_cache(engine: Engine, abstracts: dict[str, str | None]) -> int
     return added
 
 
+class _DemoCampaign(TypedDict, total=False):
+    """The create_campaign arguments a demo campaign sets (name is always given)."""
+
+    name: Required[str]
+    strategy: str
+    overlap: int
+    blind: bool
+    sample_size: int
+    seed: int
+
+
 def build_demo(engine: Engine, schema: Schema) -> str:
     """Import the bundled frame, cache its abstracts, add demo users and campaigns."""
     from labeling.auth.users import add_user, get_user
@@ -70,11 +82,12 @@ def build_demo(engine: Engine, schema: Schema) -> str:
     lead = get_user(engine, "lead")
     with read_session(engine) as session:
         existing = set(session.scalars(select(Campaign.name)))
-    campaigns = [
-        dict(name="demo-top", strategy="score_max", overlap=2),
-        dict(name="demo-blind", strategy="teacher_disagreement", overlap=1, blind=True),
-        dict(name="demo-sample", strategy="stratified", sample_size=40, overlap=2, seed=7),
-    ]
+    campaigns: list[_DemoCampaign] = [
+        {"name": "demo-top", "strategy": "score_max", "overlap": 2},
+        {"name": "demo-blind", "strategy": "teacher_disagreement", "overlap": 1, "blind": True},
+        {"name": "demo-sample", "strategy": "stratified", "sample_size": 40, "overlap": 2,
+         "seed": 7},
+    ]  # fmt: skip
     made = 0
     for spec in campaigns:
         if spec["name"] not in existing:

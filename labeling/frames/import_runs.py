@@ -33,8 +33,8 @@ def start_run(engine: Engine, kind: str, path: Path) -> int:
     with write_connection(engine) as conn:
         return conn.execute(
             insert(ImportRun).values(kind=kind, path=str(path), status=RUN_RUNNING,
-                                     started_at=utcnow())
-        ).inserted_primary_key[0]  # fmt: skip
+                                     started_at=utcnow()).returning(ImportRun.id)
+        ).scalar_one()  # fmt: skip
 
 
 def finish_run(

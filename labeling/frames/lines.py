@@ -48,7 +48,7 @@ class Parsed:
     array: bool = False  # looks like the start of a JSON array (a frame is JSON Lines)
 
 
-def _open(path: Path) -> tuple[IO[bytes], IO[bytes]]:
+def _open(path: Path) -> tuple[IO[bytes], IO[bytes] | gzip.GzipFile]:
     """Open raw and (maybe) decompressed streams; gzip is recognised by its magic bytes."""
     try:
         raw = path.open("rb")

@@ -41,7 +41,8 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
     new_works: list[dict[str, Any]] = []
     stale: list[dict[str, Any]] = []
     for p in batch:
-        assert p.columns is not None and p.text is not None
+        # Only checked lines reach the store: they have an id, columns and their text.
+        assert p.work_id is not None and p.columns is not None and p.text is not None
         old = existing.get(p.work_id)
         if old is not None and old.record_hash == p.digest:
             summary.unchanged += 1

@@ -69,7 +69,7 @@ def answers_long(engine: Engine, campaign_id: int | None, questions: Sequence[st
     if campaign_id is not None:
         query = query.where(Label.campaign_id == campaign_id)
     with read_session(engine) as session:
-        rows = session.connection().execute(query).all()
+        rows = list(session.connection().execute(query).all())
     # Sorted here, not by the database, so that every engine's collation gives one order.
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     return long_answers([(w, a, ans) for _, w, a, ans in rows], questions)

@@ -210,17 +210,17 @@ def frame_estimates(
     where = v.position()
     chosen = [(r[1], where[r[0]]) for r in rows if r[0] in where and v.finals[where[r[0]]]]
     matrix = v.matrix[[i for _, i in chosen]]
-    validated = [(s, v.finals[i]) for s, i in chosen]
-    per_stratum = {
+    finals = [(s, v.finals[i]) for s, i in chosen]
+    per_stratum: dict[str, dict[str, Any]] = {
         s: {"stratum": s, "N": population[s], "sampled": sampled.get(s, 0), "validated": 0}
         for s in population
     }
-    strata = [s or ALL for s, _ in validated]
+    strata = [s or ALL for s, _ in finals]
     for s in strata:
         per_stratum[s]["validated"] += 1
     questions: dict[str, Any] = {}
     for q in campaign_questions(info, schema):
-        humans = [human_value(q, f.get(q.name)) for _, f in validated]
+        humans = [human_value(q, f.get(q.name)) for _, f in finals]
         rows_of = [i for i, h in enumerate(humans) if h is not None]
         units = [(strata[i], humans[i]) for i in rows_of]
         questions[q.name] = _question_estimates(q, units, matrix[rows_of], schema, population)
@@ -231,7 +231,7 @@ def frame_estimates(
         "design": info.sample,
         "population": sum(population.values()),
         "n_sampled": len(rows),
-        "n_validated": len(validated),
+        "n_validated": len(finals),
         "strata": list(per_stratum.values()),
         "assumption": MISSING_AT_RANDOM,
         "questions": questions,

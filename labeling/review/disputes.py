@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 from sqlalchemy import Engine, func, select, update
 
-from db.engine import read_session, write_session
+from db.engine import affected_rows, read_session, write_session
 from db.models import CampaignItem, Label, User, Work, utcnow
 from labeling.inputs import shown, storable
 from labeling.review.validation import LEAD_ROLES, ValidationError
@@ -263,7 +263,7 @@ def _set_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int, gold: 
             .where(Work.id.in_(ids), Work.is_gold != gold)
             .values(is_gold=gold, updated_at=utcnow())
         )
-        return int(result.rowcount or 0)
+        return affected_rows(result)
 
 
 def mark_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int) -> int:

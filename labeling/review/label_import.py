@@ -177,11 +177,11 @@ def _add_row(label: _Label, line: int, qname: str, question: Question, row: Row)
                 f"{name} {shown(str(got))[:60]!r} differs from line {before[1]}'s "
                 f"{shown(str(before[0]))[:60]!r} (rows of one label agree)"
             )
-    before = label.answers.get(qname)
-    if before is not None and question.kind == "multi":
-        value = normalise_value(question, sorted(set(before) | set(value)))
-    elif before is not None and before != value:
-        raise AnswerError(f"question '{qname}' already answered {before!r} above")
+    earlier = label.answers.get(qname)
+    if earlier is not None and question.kind == "multi":
+        value = normalise_value(question, sorted(set(earlier) | set(value)))
+    elif earlier is not None and earlier != value:
+        raise AnswerError(f"question '{qname}' already answered {earlier!r} above")
     label.answers[qname] = value
 
 

@@ -12,7 +12,7 @@ import csv
 import gzip
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ def _is_utf8(text: str) -> bool:
     return True
 
 
-def _missing(path: Path, names: list[str] | None) -> None:
+def _missing(path: Path, names: Sequence[str] | None) -> None:
     """LabelError naming the required columns a file lacks."""
     missing = [c for c in IMPORT_COLUMNS if c not in (names or [])]
     if missing:
@@ -146,8 +146,8 @@ def _jsonl(fh: Any) -> Iterator[Any]:
                 continue
             try:
                 obj = json.loads(line)
-            except ValueError as exc:
-                yield number, f"not valid JSON ({exc.msg})"
+            except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
+                yield number, f"not valid JSON ({getattr(exc, 'msg', exc)})"
                 continue
             except RecursionError:
                 yield number, "not valid JSON (nested too deeply)"

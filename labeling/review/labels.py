@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, bindparam, delete, func, insert, select, update
+from sqlalchemy import BindParameter, Engine, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -140,7 +140,9 @@ def _view(row: Label) -> LabelView:
 _BY_SID = select(
     Label.id, Label.campaign_id, Label.work_id, Label.user_id, Label.version, Label.skipped
 ).where(Label.submission_id == bindparam("sid"))
-_C, _W, _U = bindparam("cid"), bindparam("wid"), bindparam("uid")
+_C: BindParameter[int] = bindparam("cid")
+_W: BindParameter[str] = bindparam("wid")
+_U: BindParameter[int] = bindparam("uid")
 _LATEST = (
     select(Label.version, Label.skipped, Label.answers)
     .where(Label.campaign_id == _C, Label.work_id == _W, Label.user_id == _U)
@@ -215,7 +217,7 @@ def _record(
         "user_id": user_id,
         "version": version,
     }
-    label_id = conn.execute(insert(Label), row).inserted_primary_key[0]
+    label_id = conn.execute(insert(Label).returning(Label.id), row).scalar_one()
     params = {"cid": camp.id, "wid": work_id, "uid": user_id}
     delta = int(not values["skipped"]) - int(prev is not None and not prev.skipped)
     if delta:
@@ -239,8 +241,8 @@ def _submit_tx(session: Session, edit: bool, sub: LabelSubmission, schema: Schem
         found = conn.execute(_BY_SID, params).one()
         if (found.campaign_id, found.work_id, found.user_id) != (cid, wid, uid):
             raise LabelError(f"submission id {params['sid']!r} was already used for another label")
-        status = conn.execute(_STATUS, params).scalar_one()
-        return LabelResult(found.id, cid, wid, uid, found.version, found.skipped, False, status)
+        current = conn.execute(_STATUS, params).scalar_one()
+        return LabelResult(found.id, cid, wid, uid, found.version, found.skipped, False, current)
     if state is None:
         raise LabelError(f"no campaign numbered {cid}")
     if state.item_id is None:

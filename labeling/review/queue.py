@@ -25,7 +25,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from db.engine import read_session, write_session
+from db.engine import affected_rows, read_session, write_session
 from db.models import Campaign, CampaignItem, Label, Lease, UTCDateTime, Work, utcnow
 from labeling.errors import Conflict
 from labeling.retrying import retry_now
@@ -368,15 +368,17 @@ def renew_lease(
         if seconds is None:
             raise QueueError(f"no campaign numbered {campaign_id}")
         expires = now + timedelta(seconds=seconds)
-        done = session.execute(
-            update(Lease)
-            .where(
-                Lease.campaign_id == campaign_id,
-                Lease.work_id == work_id,
-                Lease.user_id == user_id,
+        done = affected_rows(
+            session.execute(
+                update(Lease)
+                .where(
+                    Lease.campaign_id == campaign_id,
+                    Lease.work_id == work_id,
+                    Lease.user_id == user_id,
+                )
+                .values(expires_at=expires)
             )
-            .values(expires_at=expires)
-        ).rowcount
+        )
     return expires if done else None
 
 
@@ -390,13 +392,15 @@ def release_lease(engine: Engine, campaign_id: int, user_id: int, work_id: str) 
         work_id: the leased work.
     """
     with write_session(engine) as session:
-        gone = session.execute(
-            delete(Lease).where(
-                Lease.campaign_id == campaign_id,
-                Lease.work_id == work_id,
-                Lease.user_id == user_id,
+        gone = affected_rows(
+            session.execute(
+                delete(Lease).where(
+                    Lease.campaign_id == campaign_id,
+                    Lease.work_id == work_id,
+                    Lease.user_id == user_id,
+                )
             )
-        ).rowcount
+        )
     return bool(gone)
 
 
@@ -411,4 +415,6 @@ def expire_leases(engine: Engine, now: datetime | None = None) -> int:
         How many leases were deleted.
     """
     with write_session(engine) as session:
-        return session.execute(delete(Lease).where(Lease.expires_at <= (now or utcnow()))).rowcount
+        return affected_rows(
+            session.execute(delete(Lease).where(Lease.expires_at <= (now or utcnow())))
+        )

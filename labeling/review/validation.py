@@ -263,7 +263,9 @@ def reevaluate_work(
     verdict = evaluate(labels, questions, campaign.rule, campaign.overlap)
     match = _RULE_VIA.match(via_now)
     # The model's verdicts change only in its own step (whichever campaign holds the work).
-    other_campaign = (bool(match) and int(match.group(1)) != campaign.id) or via_now == MODEL_VIA
+    other_campaign = (match is not None and int(match.group(1)) != campaign.id) or (
+        via_now == MODEL_VIA
+    )
     if (
         work.status == STATUS_VALIDATED
         and other_campaign

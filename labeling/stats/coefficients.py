@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import krippendorff
 import numpy as np
@@ -29,7 +29,8 @@ from statsmodels.stats.inter_rater import fleiss_kappa as _statsmodels_fleiss_ka
 
 from labeling.numbers import finite_or_none
 
-LEVELS = ("nominal", "ordinal", "interval", "ratio")
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval", "ratio")
 CI_LEVEL = 0.95
 # A percentile interval needs most replicates to be defined: resamples of a rare label may lose
 # all its positives (coefficient undefined); below this share of defined replicates the CI is None.
@@ -38,10 +39,11 @@ _EPS = 1e-12
 MEASURES = ("alpha", "fleiss", "ac1", "pa")
 
 
-def check_level(level: str) -> None:
-    """Raise ValueError unless ``level`` is a Krippendorff level of measurement."""
+def check_level(level: str) -> Level:
+    """``level`` as a Krippendorff level of measurement; ValueError when it is none."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
+    return level
 
 
 def krippendorff_alpha(reliability_data: Any, level: str = "nominal") -> float | None:
@@ -57,7 +59,7 @@ def krippendorff_alpha(reliability_data: Any, level: str = "nominal") -> float |
         Alpha, or None when undefined (fewer than two distinct values, no unit with two
         ratings, no disagreement expected). Units with fewer than two ratings add nothing.
     """
-    check_level(level)
+    measure = check_level(level)
     raw = pd.DataFrame(reliability_data).to_numpy(dtype=object)
     missing = pd.isna(raw)
     data = np.full(raw.shape, np.nan)
@@ -67,14 +69,16 @@ def krippendorff_alpha(reliability_data: Any, level: str = "nominal") -> float |
         data[~missing] = raw[~missing].astype(float)
     try:
         with np.errstate(divide="ignore", invalid="ignore"):
-            value = krippendorff.alpha(reliability_data=data.T, level_of_measurement=level)
+            value = krippendorff.alpha(reliability_data=data.T, level_of_measurement=measure)
     except ValueError:  # the package refuses a one-value domain or no pairable unit
         return None
     return finite_or_none(value)
 
 
 def package_alpha_from_counts(
-    counts: np.ndarray, level: str = "nominal", value_domain: Sequence[float] | None = None
+    counts: np.ndarray,
+    level: str = "nominal",
+    value_domain: Sequence[float] | np.ndarray | None = None,
 ) -> float | None:
     """Krippendorff's alpha of a units x values count matrix, by the ``krippendorff`` package."""
     counts = np.asarray(counts)
@@ -84,7 +88,9 @@ def package_alpha_from_counts(
     try:
         with np.errstate(divide="ignore", invalid="ignore"):
             value = krippendorff.alpha(
-                value_counts=counts, value_domain=value_domain, level_of_measurement=level
+                value_counts=counts,
+                value_domain=value_domain,
+                level_of_measurement=check_level(level),
             )
     except ValueError:
         return None
@@ -105,7 +111,8 @@ def count_features(counts: Any, outer: bool = False) -> Any:
     one, two = m >= 1, m >= 2
     m_safe = np.where(one, m, 1.0)
     m1_safe = np.where(two, m - 1.0, 1.0)
-    squares = c.multiply(c) - c if is_sparse else c * (c - 1.0)
+    # The sparse branch's c is a CSR matrix (its own elementwise product), the dense an array.
+    squares = c.multiply(c) - c if is_sparse else c * (c - 1.0)  # type: ignore[union-attr]
     a = np.where(two, np.asarray(squares.sum(axis=1)).reshape(-1) / m1_safe, 0.0)
     scalars = np.column_stack([a, a / m_safe, one, two]).astype(float)
     if is_sparse:
@@ -146,7 +153,10 @@ def _distances(level: str, values: np.ndarray, n_c: np.ndarray) -> np.ndarray:
 
 
 def measures_from_sums(
-    sums: np.ndarray, k: int, level: str = "nominal", values: Sequence[float] | None = None
+    sums: np.ndarray,
+    k: int,
+    level: str = "nominal",
+    values: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Alpha, Fleiss' kappa, Gwet's AC1 and percent agreement from summed ``count_features``.
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, SupportsFloat
 
 import numpy as np
 import pandas as pd
@@ -128,7 +128,7 @@ class PrevalenceResult:
         return {"overall": self.overall.as_dict(), "strata": [s.as_dict() for s in self.strata]}
 
 
-def _num(x: float | None) -> float | None:
+def _num(x: SupportsFloat | None) -> float | None:
     """A float, or None for None/NaN/inf (JSON has no NaN)."""
     if x is None:
         return None

@@ -47,9 +47,11 @@ def wilson(k: int, n: int, alpha: float = 0.05) -> tuple[float | None, float | N
     return (lo if np.isfinite(lo) else None), (hi if np.isfinite(hi) else None)
 
 
-def clopper_pearson(k: float, n: float, alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+def clopper_pearson(
+    k_in: np.ndarray | float, n_in: np.ndarray | float, alpha: float = 0.05
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact (beta) interval; k and n may be arrays and non-integer (effective counts)."""
-    k, n = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    k, n = np.broadcast_arrays(np.asarray(k_in, dtype=float), np.asarray(n_in, dtype=float))
     with np.errstate(invalid="ignore", divide="ignore"):
         lo = np.where(k > 0, stats.beta.ppf(alpha / 2, k, n - k + 1), 0.0)
         hi = np.where(k < n, stats.beta.ppf(1 - alpha / 2, k + 1, n - k), 1.0)

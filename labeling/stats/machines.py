@@ -69,7 +69,7 @@ def human_value(question: Question, answer: Any) -> Any:
 def scores_of(question: Question, record: Mapping[str, Any], teacher: str) -> list[float] | None:
     """A teacher head's scores for a question, one per label (binary: [score]), or None."""
     path = question.scores.get(teacher)
-    raw = get_path(dict(record), path) if path else None
+    raw: Any = get_path(dict(record), path) if path else None
     if question.kind == "binary":
         return [float(raw)] if is_finite_number(raw) else None
     fits = isinstance(raw, list) and len(raw) == len(question.labels)
@@ -162,7 +162,9 @@ def binary_metrics(y_true: Sequence[bool], y_pred: Sequence[bool]) -> dict[str, 
     )
 
 
-def reliability(scores: Sequence[float], y: Sequence[bool], n_bins: int = N_BINS) -> dict[str, Any]:
+def reliability(
+    scores: Sequence[float] | np.ndarray, y: Sequence[bool] | np.ndarray, n_bins: int = N_BINS
+) -> dict[str, Any]:
     """Brier score and reliability table of probabilistic scores against 0/1 outcomes.
 
     Args:
@@ -244,7 +246,7 @@ def _calibration(question: Question, arrays: QuestionArrays) -> dict[str, Any]:
 
 def compare_question(
     question: Question,
-    pairs: Iterable[tuple[Any, Mapping[str, Any]]],
+    pairs: Iterable[tuple[Any, Mapping[str, Any] | None]],
     teachers: Sequence[str],
     *,
     schema: Schema | None = None,
@@ -266,7 +268,7 @@ def compare_question(
         questions=(question,), version="", teachers=tuple(teachers), hash="", path=""
     )
     if encoded is None:
-        encoded = encode_records(schema, [r for _, r in pairs])
+        encoded = encode_records(schema, [r or {} for _, r in pairs])
     humans = [human_value(question, a) for a, _ in pairs]
     rows = [i for i, h in enumerate(humans) if h is not None]
     kept = [humans[i] for i in rows]
@@ -295,11 +297,15 @@ def compare_question(
         for j, lab in enumerate(arrays.labels):
             entry["labels"][lab] = _metrics_from_counts(
                 n,
-                *(int(c[k][j]) for k in ("tp", "fp", "fn", "tn")),
+                int(c["tp"][j]),
+                int(c["fp"][j]),
+                int(c["fn"][j]),
+                int(c["tn"][j]),
                 intervals=(cis[j], cis[width + j]),
             )
         if question.kind == "single":
             idx = np.flatnonzero(present)
+            assert sa.single is not None  # a single-choice question's arrays carry its calls
             entry.update(
                 _single_summary(question, [arrays.human_single[i] for i in idx], sa.single[idx])
             )
@@ -331,7 +337,7 @@ def _single_summary(question: Question, humans: list[Any], codes: np.ndarray) ->
 
 def ranking_report(
     question: Question,
-    works: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    works: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]],
     ranking: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """The machine_scores against "the human chose at least one label" of a multi question.
@@ -352,7 +358,7 @@ def ranking_report(
         if ranking is not None:
             values = ranking[key]
         else:
-            raw = [get_path(dict(record), f"machine_scores.{key}") for _, record in works]
+            raw = [get_path(dict(record or {}), f"machine_scores.{key}") for _, record in works]
             values = np.array([float(v) if is_finite_number(v) else np.nan for v in raw])
         keep = [i for i, h in enumerate(humans) if h is not None and not np.isnan(values[i])]
         s = values[keep] if keep else np.zeros(0)
@@ -364,7 +370,7 @@ def ranking_report(
 
 def compare(
     schema: Schema,
-    works: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]],
+    works: Iterable[tuple[Mapping[str, Any], Mapping[str, Any] | None]],
     questions: Sequence[str] | None = None,
     *,
     encoded: np.ndarray | None = None,
@@ -380,7 +386,7 @@ def compare(
     """
     works = list(works)
     if encoded is None:
-        encoded = encode_records(schema, [r for _, r in works])
+        encoded = encode_records(schema, [r or {} for _, r in works])
     lay = layout(schema)
     wanted = [q for q in schema.questions if questions is None or q.name in questions]
     multi = next((q for q in wanted if q.kind == "multi"), None)

@@ -180,7 +180,7 @@ def drift_chart(drift: pd.DataFrame) -> alt.Chart | None:
     )
 
 
-def reliability_chart(bins: pd.DataFrame) -> alt.Chart | None:
+def reliability_chart(bins: pd.DataFrame) -> alt.FacetChart | None:
     """Observed human rate against the mean teacher score per bin, one panel per question."""
     if bins.empty:
         return None
