@@ -24,6 +24,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
 PG_URL = os.environ.get("LABELING_TEST_PG_URL")
 
 
+def examples(n: int) -> int:
+    """Hypothesis examples for a property test: n, times LABELING_TEST_EXAMPLES (default 1).
+
+    The default keeps the whole suite inside its time budget; a deeper search is one variable
+    away (LABELING_TEST_EXAMPLES=10 ./scripts/test.sh -k props).
+    """
+    return max(1, round(n * float(os.environ.get("LABELING_TEST_EXAMPLES", "1"))))
+
+
 @pytest.fixture(autouse=True)
 def _restore_main_module() -> Iterator[None]:
     """Put back sys.modules["__main__"] after each test.

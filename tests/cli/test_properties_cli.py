@@ -25,6 +25,7 @@ from sqlalchemy import Engine, func, select
 from db.engine import make_engine, read_session
 from db.models import Work
 from labeling.cli.main import main
+from tests.conftest import examples
 from tests.frames.test_properties import SEED, fresh_id
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -165,7 +166,7 @@ def sqlite_engine_shared(sqlite_db: str) -> Iterator[Engine]:
     engine.dispose()
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(60), **SETTINGS)
 @given(data=byte_file(), strict=st.booleans())
 def test_import_frame_cli_of_arbitrary_bytes(
     sqlite_db: str, sqlite_engine_shared: Engine, workdir: Path, data: bytes, strict: bool
@@ -173,7 +174,7 @@ def test_import_frame_cli_of_arbitrary_bytes(
     check_import(sqlite_db, sqlite_engine_shared, workdir, data, strict)
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=examples(60), **SETTINGS)
 @given(data=json_file(), strict=st.booleans())
 def test_import_frame_cli_of_arbitrary_json(
     sqlite_db: str, sqlite_engine_shared: Engine, workdir: Path, data: bytes, strict: bool
@@ -182,7 +183,7 @@ def test_import_frame_cli_of_arbitrary_json(
 
 
 @pytest.mark.pg
-@settings(max_examples=30, **SETTINGS)
+@settings(max_examples=examples(30), **SETTINGS)
 @given(data=byte_file() | json_file(), strict=st.booleans())
 def test_import_frame_cli_on_postgresql(
     pg_url: str, workdir: Path, data: bytes, strict: bool

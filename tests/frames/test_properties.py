@@ -28,13 +28,15 @@ from labeling.review.label_import import import_labels
 from labeling.review.labels import LabelError
 from labeling.schema import Schema, SchemaError, load_schema
 from labeling.settings import DEFAULT_SCHEMA
-from tests.conftest import FIXTURES, make_record
+from tests.conftest import FIXTURES, examples, make_record
 from tests.factories import add_works
 
 SEED: dict[str, Any] = json.loads((FIXTURES / "seed_record.json").read_text(encoding="utf-8"))
 SCHEMA: Schema = load_schema(DEFAULT_SCHEMA)
 PROPS = settings(
-    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 _ids = itertools.count(int(uuid.uuid4().int % 10**8) * 10**6)
 

@@ -29,6 +29,7 @@ from labeling.review.campaigns import (
 from labeling.review.sampling import DEFAULT_BINS, allocate, assign_strata, stratum_labels
 from labeling.schema import Schema
 from labeling.vocabulary import STATUS_VALIDATED
+from tests.conftest import examples
 from tests.factories import add_user, add_works, insert_works, work_row
 
 
@@ -346,7 +347,7 @@ def test_lookup_list_progress_and_get_or_create(engine: Engine) -> None:
     assert not get_campaign(engine, camp.id).active
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 10_000), min_size=1, max_size=12),
     fraction=st.floats(0, 1),

@@ -28,6 +28,7 @@ from labeling.cli.main import main
 from labeling.review.campaigns import create_campaign
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA
+from tests.conftest import examples
 from tests.factories import add_works
 
 SCHEMA = load_schema(DEFAULT_SCHEMA)
@@ -161,7 +162,7 @@ def labels_db(db_url: str) -> Iterator[tuple[str, Engine]]:
 
 
 @settings(
-    max_examples=120,
+    max_examples=examples(120),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
