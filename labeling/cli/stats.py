@@ -1,4 +1,4 @@
-"""Statistics commands: `labeling agreement`, `labeling estimates`, `labeling machines`."""
+"""Statistics commands: `labeling agreement`, `estimates`, `machines` and `plan`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def register(main: click.Group) -> None:
     main.add_command(agreement)
     main.add_command(estimates)
     main.add_command(machines)
+    main.add_command(plan)
 
 
 @click.command()
@@ -122,3 +123,47 @@ def machines(obj: Context, campaign: str | None, as_json: bool) -> None:
     report = machine_report(obj.engine, obj.schema(), campaign)
     click.echo(json.dumps(report, indent=None if not as_json else 2, allow_nan=False,
                           default=str))  # fmt: skip
+
+
+@click.command()
+@click.option("--campaign", required=True, help="A random or stratified sample campaign.")
+@click.option(
+    "--half-width",
+    type=click.FloatRange(0, 0.5, min_open=True),
+    required=True,
+    help="The wanted half-width of the 95% interval (e.g. 0.03 for +-3 points).",
+)
+@click.option("--label", help='One label ("L" or "question:L"; default: every label).')
+@click.option(
+    "--measure",
+    type=click.Choice(["prevalence", "precision", "recall"]),
+    default="prevalence",
+    show_default=True,
+    help="The label's prevalence in the frame, or a teacher's precision or recall for it.",
+)
+@click.option("--teacher", help="Whose precision or recall (a teacher, candidate, consensus).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.pass_obj
+def plan(
+    obj: Context,
+    campaign: str,
+    half_width: float,
+    label: str | None,
+    measure: str,
+    teacher: str | None,
+    as_json: bool,
+) -> None:
+    """How many more labelled works (per stratum, Neyman allocation) reach the target width."""
+    from labeling.reports.planning import plan_for, plan_sentence
+
+    report = plan_for(obj.engine, obj.schema(), campaign, half_width, label=label,
+                      measure=measure, teacher=teacher)  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(report, indent=2, allow_nan=False))
+        return
+    click.echo(plan_sentence(report))
+    for p in report["plans"]:
+        now = "   -  " if p["half_width_now"] is None else f"{p['half_width_now']:6.3f}"
+        per = ", ".join(f"{r['stratum']} {r['more']}" for r in p["strata"] if r["more"])
+        click.echo(f"  {p['question']:15} {p['label'][:36]:36} now +-{now}  "
+                   f"more {p['more']:6d}  {per}")  # fmt: skip

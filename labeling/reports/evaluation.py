@@ -124,7 +124,7 @@ def machine_report(
     return report
 
 
-def _population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int]]:
+def design_population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int]]:
     """N_h and sampled n_h per stratum from the campaign's recorded design."""
     design = info.sample or {}
     if design.get("strata"):
@@ -136,7 +136,7 @@ def _population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int]]:
     return {ALL: int(design.get("N", 0))}, {ALL: int(design.get("n", 0))}
 
 
-def _sample(engine: Engine, campaign_id: int) -> list[Any]:
+def drawn_items(engine: Engine, campaign_id: int) -> list[Any]:
     """The drawn items (work id, stratum) in queue order (gold and added items have no
     inclusion probability)."""
     query = (
@@ -204,8 +204,8 @@ def frame_estimates(
     verdict = estimability(info.is_probability_sample, info.strategy)
     if not verdict.estimable:
         return {**head, "estimable": False, "reason": verdict.reason, "questions": {}}
-    population, sampled = _population(info)
-    rows = _sample(engine, info.id)
+    population, sampled = design_population(info)
+    rows = drawn_items(engine, info.id)
     v = validated or validated_works(engine, schema, info.id)
     where = v.position()
     chosen = [(r[1], where[r[0]]) for r in rows if r[0] in where and v.finals[where[r[0]]]]
