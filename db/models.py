@@ -253,6 +253,10 @@ class Campaign(Base):
     is_probability_sample: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     overlap: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     blind: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    # The share of (work, annotator) assignments shown the teachers' scores before submit,
+    # drawn with assist_seed (NULL: blind decides, 0 or 1; labeling/review/assist.py).
+    assist_rate: Mapped[float | None] = mapped_column(Float)
+    assist_seed: Mapped[int | None] = mapped_column(Integer)
     questions: Mapped[list[Any] | None] = mapped_column(JSON)
     lease_seconds: Mapped[int] = mapped_column(Integer, nullable=False, default=900)
     rule: Mapped[str] = mapped_column(String(32), nullable=False, default="unanimous")

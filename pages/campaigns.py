@@ -84,7 +84,8 @@ def _create(v: dict[str, Any]) -> None:
             strategy=v["strategy"],
             filter=_filter(v),
             overlap=int(v["overlap"]),
-            blind=v["blind"],
+            blind=v["blind"] or v["assist_rate"] <= 0,
+            assist_rate=v["assist_rate"] if 0 < v["assist_rate"] < 1 and not v["blind"] else None,
             questions=v["questions"] or None,
             lease_seconds=int(v["lease_minutes"] * 60),
             sample_size=int(v["sample_size"]) or None,
@@ -126,6 +127,11 @@ def create_form() -> None:
         )
         v["lease_minutes"] = b.number_input("Lease time (minutes)", 1.0, 1440.0, 15.0, 1.0)
         v["gold_rate"] = c.number_input("Gold checks (share of items)", 0.0, 1.0, 0.0, 0.01)
+        v["assist_rate"] = st.number_input(
+            "Scores shown before submit (share of work x annotator assignments, drawn at "
+            "random with the seed; 1: always, 0: never) - below 1 measures anchoring",
+            0.0, 1.0, 1.0, 0.05, key="new_assist_rate",
+        )  # fmt: skip
         v["questions"] = st.multiselect(
             "Questions (empty: all)", schema().names, key="new_questions"
         )

@@ -35,6 +35,13 @@ def campaigns() -> None:
     help="Independent labels each work needs.",
 )
 @click.option("--blind", is_flag=True, help="Hide machine scores until the label is submitted.")
+@click.option(
+    "--assist-rate",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Show the scores before submit to this share of (work, annotator) assignments, "
+    "drawn at random with --seed (the rest see them after submit): measures anchoring "
+    "(`labeling anchoring`).",
+)
 @click.option("--questions", help="Comma-separated schema questions to ask (default: all).")
 @click.option("--lease-minutes", type=click.FloatRange(min=0.1), default=15.0, show_default=True)
 @click.option("--sample-size", "-n", type=click.IntRange(1), help="n for random/stratified.")
@@ -68,7 +75,8 @@ def campaigns() -> None:
 )
 @click.pass_obj
 def campaigns_create(obj: Context, name: str, strategy: str, overlap: int, blind: bool,
-                     questions: str | None, lease_minutes: float, sample_size: int | None,
+                     assist_rate: float | None, questions: str | None,
+                     lease_minutes: float, sample_size: int | None,
                      allocation: str, bins: str | None, seed: int, rule: str,
                      posterior: float | None, gold_rate: float,
                      filter_json: str | None) -> None:  # fmt: skip
@@ -86,6 +94,7 @@ def campaigns_create(obj: Context, name: str, strategy: str, overlap: int, blind
         raise InputError(f"--bins must be comma-separated numbers, not {bins!r}") from exc
     info = create_campaign(
         obj.engine, name=name, strategy=strategy, filter=filt, overlap=overlap, blind=blind,
+        assist_rate=assist_rate,
         questions=[q.strip() for q in questions.split(",")] if questions else None,
         lease_seconds=int(lease_minutes * 60), sample_size=sample_size, allocation=alloc,
         bins=edges, seed=seed, rule=rule, posterior=posterior, gold_rate=gold_rate,

@@ -1,4 +1,4 @@
-"""Statistics commands: `labeling agreement`, `estimates`, `machines` and `plan`."""
+"""Statistics commands: `labeling agreement`, `estimates`, `machines`, `plan`, `anchoring`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def register(main: click.Group) -> None:
     main.add_command(estimates)
     main.add_command(machines)
     main.add_command(plan)
+    main.add_command(anchoring)
 
 
 @click.command()
@@ -167,3 +168,42 @@ def plan(
         per = ", ".join(f"{r['stratum']} {r['more']}" for r in p["strata"] if r["more"])
         click.echo(f"  {p['question']:15} {p['label'][:36]:36} now +-{now}  "
                    f"more {p['more']:6d}  {per}")  # fmt: skip
+
+
+@click.command()
+@click.option("--campaign", required=True, help="A campaign with an assist rate (name or id).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_obj
+def anchoring(obj: Context, campaign: str, as_json: bool) -> None:
+    """Do annotators shown the teachers' scores agree with them more? (randomised arms)"""
+    from labeling.reports.anchoring import anchoring_report
+
+    report = anchoring_report(obj.engine, obj.schema(), campaign)
+    if as_json:
+        click.echo(json.dumps(report, indent=2, allow_nan=False))
+        return
+    arms = report["arms"]
+    click.echo(f"{report['campaign']}: scores shown before submit to a share "
+               f"{report['assist_rate']:g} of assignments; first answers: {arms['shown']} "
+               f"shown, {arms['hidden']} hidden")  # fmt: skip
+    if report["note"]:
+        click.echo(report["note"])
+    for qname, q in report["questions"].items():
+        against = [(f"{t}'s call", c) for t, c in q["teachers"].items()]
+        for what, c in [*against, ("the validated answer", q["validated"])]:
+            click.echo(f"  {qname:15} vs {what:24} {_arms_line(c)}")
+    click.echo(f"({report['method']})")
+
+
+def _arms_line(c: dict[str, Any]) -> str:
+    """One comparison: the rates per arm with n, the difference and its interval."""
+
+    def rate(r: float | None, n: int) -> str:
+        return f"   -  (n={n})" if r is None else f"{r:6.3f} (n={n})"
+
+    shown, hidden = rate(c["rate_shown"], c["n_shown"]), rate(c["rate_hidden"], c["n_hidden"])
+    head = f"shown {shown}  hidden {hidden}"
+    if c["difference"] is None or not c["enough"]:
+        return f"{head}  {c['note'] or ''}".rstrip()
+    return (f"{head}  difference {c['difference']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]"
+            f" p={c['p_value']:.3g}")  # fmt: skip

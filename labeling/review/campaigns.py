@@ -16,6 +16,7 @@ from db.engine import read_session, write_session
 from db.models import Campaign, CampaignItem, Label, Lease, Work, utcnow
 from labeling.errors import CampaignError
 from labeling.inputs import row_id, storable
+from labeling.review.assist import check_rate
 from labeling.review.filters import SCORE_STRATEGIES, filter_clauses, validate_filter
 from labeling.review.sampling import draw_sample, validate_bins
 from labeling.review.validation import MODEL_RULE, RULES
@@ -42,6 +43,7 @@ class CampaignInfo:
     blind: bool
     questions: tuple[str, ...] | None
     lease_seconds: int
+    assist_rate: float | None
     rule: str
     gold_rate: float
     active: bool
@@ -64,6 +66,7 @@ def _info(c: Campaign, n_items: int = 0, n_done: int = 0) -> CampaignInfo:
         overlap=c.overlap,
         blind=c.blind,
         questions=tuple(c.questions) if c.questions else None,
+        assist_rate=c.assist_rate,
         lease_seconds=c.lease_seconds,
         rule=c.rule,
         gold_rate=c.gold_rate,
@@ -144,6 +147,7 @@ def create_campaign(
     filter: dict[str, Any] | None = None,
     overlap: int = 1,
     blind: bool = False,
+    assist_rate: float | None = None,
     questions: Sequence[str] | None = None,
     lease_seconds: int = 900,
     sample_size: int | None = None,
@@ -168,6 +172,8 @@ def create_campaign(
         filter: which works (see validate_filter); None = every work.
         overlap: independent labels wanted per work (k of the rule).
         blind: hide machine scores until the label is submitted.
+        assist_rate: 0 < R < 1 randomises, per (work, annotator) and seeded by `seed`, whether
+            the scores are shown before submit (labeling/review/assist.py); None = blind decides.
         questions: names of the schema questions asked (None = all).
         lease_seconds: how long a claimed work stays with its annotator.
         sample_size: sample size for samples; for score orders, keep only the top n.
@@ -190,6 +196,10 @@ def create_campaign(
     if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
         raise CampaignError(f"overlap must be a whole number of at least 1, not {overlap!r}")
     rule = stored_rule(rule, posterior)
+    try:
+        check_rate(assist_rate, blind)
+    except ValueError as exc:
+        raise CampaignError(str(exc)) from exc
     if not 0.0 <= float(gold_rate) <= 1.0:
         raise CampaignError("gold_rate must be between 0 and 1")
     if int(lease_seconds) < 1:
@@ -223,6 +233,8 @@ def create_campaign(
                 is_probability_sample=strategy in SAMPLE_STRATEGIES,
                 overlap=overlap,
                 blind=blind,
+                assist_rate=float(assist_rate) if assist_rate is not None else None,
+                assist_seed=int(seed) if assist_rate is not None else None,
                 lease_seconds=int(lease_seconds),
                 rule=rule,
                 gold_rate=float(gold_rate),

@@ -16,6 +16,7 @@ from db.models import Campaign, Work, utcnow
 from labeling.abstracts.cache import AbstractState, Prefetcher, get_abstracts
 from labeling.errors import StorageError, storage_errors
 from labeling.inputs import storable
+from labeling.review.assist import effective_rate, scores_shown
 from labeling.review.card import WorkCard, build_card
 from labeling.review.keys import ACTION_KEYS, option_key, question_keys  # noqa: F401
 from labeling.review.labels import (
@@ -130,7 +131,7 @@ class ItemView:
 
     @property
     def scores_visible(self) -> bool:
-        """Scores show unless the campaign is blind (a label being edited was already submitted)."""
+        """Scores show unless this assignment is blind (a label being edited was submitted)."""
         return not self.blind or self.editing is not None
 
     @property
@@ -213,10 +214,13 @@ def _view(
     if work_id is not None:
         card = build_card(_load_work(engine, work_id), schema, questions)
         abstract = _abstract(engine, work_id, prefetcher, settings)
+    # Per assignment: a campaign with an assist rate hides the scores from some of them.
+    rate = effective_rate(bool(camp.blind), camp.assist_rate)
+    shown = scores_shown(rate, camp.assist_seed or 0, camp.id, work_id, user_id)
     return ItemView(
         campaign_id=camp.id,
         campaign_name=camp.name,
-        blind=bool(camp.blind),
+        blind=not shown if work_id is not None else bool(camp.blind),
         user_id=user_id,
         questions=questions,
         progress=my_progress(engine, camp.id, user_id),

@@ -123,7 +123,7 @@ def neyman_allocation(
     total = int(min(max(total, low.sum()), high.sum()))
     w = np.where(weight > 0, weight, 1e-12)  # a zero-variance stratum still fills last
     lo_l, hi_l = 0.0, float((high / w).max()) + 1.0
-    for _ in range(200):  # bisection on lambda: sum(clip(lambda w, low, high)) = total
+    for _ in range(100):  # bisection on lambda: sum(clip(lambda w, low, high)) = total
         mid = (lo_l + hi_l) / 2
         if np.clip(mid * w, low, high).sum() < total:
             lo_l = mid

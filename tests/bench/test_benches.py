@@ -33,6 +33,7 @@ COVERED = {
     "monitor",
     "monitor_db",
     "old_label_keys",
+    "plan_sim",
     "review_queue",
     "soak",
 }
@@ -102,6 +103,17 @@ def test_coverage_sim() -> None:
     ):
         assert heading in out
     assert re.search(r"\| 600 \| equal \| every p_h 0\.3 \| 0\.300 \| \d\.\d{3} \|", out)
+
+
+@pytest.mark.slow
+def test_plan_sim() -> None:
+    """bench/plan_sim.py: every scenario and target, 3 replicates per cell."""
+    out = ok(bench("plan_sim", "--reps", "3"))
+    assert "## Planned sample sizes: 3 replicates per cell, pilot 30 per stratum" in out
+    rows = re.findall(
+        r"^\| [^|]+ \| 0\.0[235] \| [\d,]+ \| 0\.\d{4} \| [\d.]+ \| [\d.]+ \|$", out, re.M
+    )
+    assert len(rows) == 9, out
 
 
 @pytest.mark.slow
