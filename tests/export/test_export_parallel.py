@@ -17,7 +17,14 @@ import pytest
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
-from db.engine import is_sqlite, make_engine, shared_snapshot, write_session
+from db.engine import (
+    EngineSpec,
+    engine_spec,
+    is_sqlite,
+    make_engine,
+    shared_snapshot,
+    write_session,
+)
 from db.models import Campaign, CampaignItem, Label, User, Work, utcnow
 from labeling.export import parallel as export_parallel
 from labeling.export import plan as export_plan
@@ -318,3 +325,31 @@ def test_cli_processes_flag_and_setting(
     bad = runner.invoke(main, ["export", "--format", "csv", "--out", str(tmp_path / "x.csv"),
                                "--processes", "0"])  # fmt: skip
     assert bad.exit_code == 2 and "0" in bad.output and not (tmp_path / "x.csv").exists()
+
+
+def note_options(folder: Path, idx: int) -> None:
+    """Worker hook: note the engine options the worker got and the busy timeout it runs with."""
+    state = export_parallel._worker
+    assert state.spec is not None and state.conn is not None
+    running = state.spec.busy_timeout_ms  # PostgreSQL: no such setting to read back
+    if is_sqlite(state.conn.engine):
+        running = state.conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+    (folder / f"{os.getpid()}-{idx}").write_text(f"{state.spec.busy_timeout_ms} {running}")
+
+
+def test_workers_build_their_engine_from_the_parents_options(
+    many: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's engine is the parent's (its settings, e.g. sqlite_busy_timeout_ms), not one
+    made from the URL with default options."""
+    own = make_engine(many.url.render_as_string(hide_password=False), busy_timeout_ms=1234)
+    assert engine_spec(own) == EngineSpec(own.url.render_as_string(hide_password=False), 1234)
+    folder = tmp_path / "options"
+    folder.mkdir()
+    monkeypatch.setattr(export_parallel, "WORKER_HOOK", partial(note_options, folder))
+    try:
+        assert len(_rows(chunks_of(own, schema, ExportFilters(), 2, **SMALL))) == N_VALIDATED
+    finally:
+        own.dispose()
+    noted = list(folder.iterdir())
+    assert len(noted) == 10 and {p.read_text() for p in noted} == {"1234 1234"}
