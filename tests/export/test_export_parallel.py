@@ -5,7 +5,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sqlite3
+import sys
 import time
+import types
 from collections.abc import Iterator
 from contextlib import ExitStack, closing
 from functools import partial
@@ -353,3 +355,17 @@ def test_workers_build_their_engine_from_the_parents_options(
         own.dispose()
     noted = list(folder.iterdir())
     assert len(noted) == 10 and {p.read_text() for p in noted} == {"1234 1234"}
+
+
+def test_workers_do_not_run_the_main_script(
+    many: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside Streamlit __main__ is the page being run: a started worker must not run it."""
+    ran, page = tmp_path / "ran", tmp_path / "page.py"
+    page.write_text(f"open({str(ran)!r}, 'a').write('ran')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert len(_rows(chunks_of(many, schema, ExportFilters(), 2, **SMALL))) == N_VALIDATED
+    assert not ran.exists()
+    assert sys.modules["__main__"] is main  # and the page is back in place
