@@ -163,7 +163,7 @@ class _Pool:
 
     def note_processes(self) -> None:
         """Keep the started processes, named as their errors will name them."""
-        # A private dict of the executor's, there since Python 3.2: nothing public lists them.
+        # The executor keeps them in a private dict (no public API lists them).
         self.procs = list(getattr(self.executor, "_processes", {}).values())
         for proc in self.procs:
             proc.name = f"gold-export-{proc.pid}"
