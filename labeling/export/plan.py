@@ -28,7 +28,10 @@ __all__ = ["CHUNK", "FORMATS", "RANGE_SIZE", "THRESHOLD", "ExportPlan", "plan_ex
 FORMATS = ("csv", "jsonl", "parquet")
 CHUNK = 2_500  # works read and built per step
 THRESHOLD = 100_000  # fewer matching works: one process (starting workers costs more)
-RANGE_SIZE = 5_000  # works per range a worker builds at a time (whole chunks, at least one)
+# Works per worker task (whole chunks, at least one). A task returns its chunks at once, so
+# one chunk per task keeps the peak memory where the old streaming pipes had it, at the same
+# speed (bench/RESULTS.md, session 4); 5,000 cost about 30 MB more.
+RANGE_SIZE = CHUNK
 
 
 @dataclass(frozen=True)
