@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,8 +35,38 @@ def _json_serializer(obj: Any) -> str:
     return orjson.dumps(obj).decode()
 
 
+@dataclass(frozen=True)
+class EngineSpec:
+    """How an engine was built: what another process needs to build the same one."""
+
+    url: str
+    busy_timeout_ms: int = 30_000
+    echo: bool = False
+
+    def build(self) -> Engine:
+        """A new engine of this spec (see make_engine)."""
+        return make_engine(self.url, busy_timeout_ms=self.busy_timeout_ms, echo=self.echo)
+
+
+# The spec of every engine make_engine built, for engine_spec (weak: engines come and go).
+_specs: weakref.WeakKeyDictionary[Engine, EngineSpec] = weakref.WeakKeyDictionary()
+
+
+def engine_spec(engine: Engine) -> EngineSpec:
+    """The spec an engine was built from; an engine built elsewhere gets the default options."""
+    spec = _specs.get(engine)
+    return spec or EngineSpec(engine.url.render_as_string(hide_password=False))
+
+
 def make_engine(url: str, *, busy_timeout_ms: int = 30_000, echo: bool = False) -> Engine:
     """Build an engine for `url`; SQLite files get their directory, WAL and pragmas."""
+    engine = _create(url, busy_timeout_ms, echo)
+    _specs[engine] = EngineSpec(url, busy_timeout_ms, echo)
+    return engine
+
+
+def _create(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
+    """The engine of make_engine."""
     parsed = make_url(url)
     kwargs: dict[str, Any] = {
         "echo": echo,

@@ -13,10 +13,11 @@ from labeling.export.gold_set import (
     FORMATS,
     ExportError,
     ExportFilters,
-    export_gold,
     long_path,
     manifest_path,
-    preview,
+    plan_export,
+    preview_gold,
+    write_gold,
 )
 from labeling.review.campaigns import list_campaigns
 from labeling.settings import get_settings
@@ -50,8 +51,10 @@ filters = ExportFilters(
     questions=tuple(questions) or None,
     since=since if use_dates else None, until=until if use_dates else None,
 )  # fmt: skip
-try:
-    pv = preview(engine(), sch, filters, limit=20, pseudonymize=pseudo)
+try:  # one plan for the preview and the file: the filters are checked and resolved once
+    plan = plan_export(engine(), sch, fmt=fmt, filters=filters, long=long_, pseudonymize=pseudo,
+                       processes=get_settings().export_processes)  # fmt: skip
+    pv = preview_gold(engine(), plan, limit=20)
 except ExportError as exc:
     show_error(exc)
     st.stop()
@@ -66,9 +69,7 @@ def _build() -> bytes:
     """Run the export into a temporary folder and zip the file(s) with the manifest."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / f"gold.{fmt}"
-        export_gold(engine(), sch, out, fmt=fmt, filters=filters, long=long_,
-                    pseudonymize=pseudo, user_id=user.id,
-                    processes=get_settings().export_processes)  # fmt: skip
+        write_gold(engine(), plan, out, user_id=user.id)
         buf = Path(tmp) / "gold.zip"
         with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
             for path in (out, manifest_path(out), long_path(out, fmt)):

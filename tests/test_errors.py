@@ -183,7 +183,7 @@ def test_cli_export_failure_exits_1(sqlite_url: str, monkeypatch: pytest.MonkeyP
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise WorkerError("export worker w1 failed: disk I/O error")
 
-    monkeypatch.setattr(gold_set, "export_gold", broken)
+    monkeypatch.setattr(gold_set, "write_gold", broken)
     result = _run(sqlite_url, "export", "--format", "csv", "--out", str(tmp_path / "g.csv"))
     _one_line(result, 1, "export failed: export worker w1 failed: disk I/O error")
 

@@ -77,7 +77,7 @@ def export(obj: Context, fmt: str, out: Path, status: str, campaign: str | None,
     from sqlalchemy import select
 
     from db.models import User
-    from labeling.export.gold_set import ExportFilters, export_gold
+    from labeling.export.gold_set import ExportFilters, plan_export, write_gold
 
     names = tuple(q.strip() for q in questions.split(",") if q.strip()) if questions else None
     if questions is not None and not names:
@@ -94,10 +94,11 @@ def export(obj: Context, fmt: str, out: Path, status: str, campaign: str | None,
             user_id = conn.execute(select(User.id).where(User.name == user_name)).scalar()
         if user_id is None:
             raise NotFound(f"no user named {user_name!r}")
+    plan = plan_export(engine, schema, fmt=fmt, filters=filters, long=long_,
+                       pseudonymize=pseudonymize,
+                       processes=processes or obj.settings.export_processes)  # fmt: skip
     try:
-        result = export_gold(engine, schema, out, fmt=fmt, filters=filters, long=long_,
-                             pseudonymize=pseudonymize, user_id=user_id,
-                             processes=processes or obj.settings.export_processes)  # fmt: skip
+        result = write_gold(engine, plan, out, user_id=user_id)
     except OSError as exc:  # ExportError (exit 2), WorkerError (1): cli/errors.py
         fail(f"cannot write {out}: {exc.strerror or exc}", EXIT_FAILED)
     if as_json:

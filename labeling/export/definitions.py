@@ -165,18 +165,17 @@ def resolve_campaign(conn: Connection, name_or_id: str | None) -> Any:
     return row
 
 
-def sample_design(conn: Connection, name_or_id: str | None) -> str:
+def sample_design(conn: Connection, campaign_id: int | None, campaign_name: str | None) -> str:
     """What the design columns hold for an export of one campaign (None: all), for the
     manifest: a design belongs to one (work, probability sample) pair."""
-    camp = resolve_campaign(conn, name_or_id)
     if (
-        camp is not None
+        campaign_id is not None
         and conn.execute(
-            select(Campaign.is_probability_sample).where(Campaign.id == camp.id)
+            select(Campaign.is_probability_sample).where(Campaign.id == campaign_id)
         ).scalar()
     ):
         return (f"sample_campaign, stratum, inclusion_prob and weight (1 / inclusion_prob): "
-                f"each work's draw in the probability sample {camp.name!r}")  # fmt: skip
+                f"each work's draw in the probability sample {campaign_name!r}")  # fmt: skip
     return ("sample_campaign, stratum, inclusion_prob and weight are empty: a design belongs "
             "to one (work, probability sample) pair, so they are filled only when --campaign "
             "names a probability-sample campaign")  # fmt: skip

@@ -13,18 +13,17 @@ import io
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
-from sqlalchemy import Engine, insert
+from sqlalchemy import CursorResult, Engine, insert
 from sqlalchemy.exc import SQLAlchemyError
 
 import labeling
@@ -36,24 +35,20 @@ from labeling.export.definitions import (
     ExportError,
     ExportFilters,
     arrow_schema,
-    resolve_campaign,
     sample_design,
-    select_questions,
     status_counts,
-    wide_columns,
-    work_conditions,
 )
 from labeling.export.parallel import iter_tables_parallel
+from labeling.export.plan import CHUNK, FORMATS, ExportPlan, plan_export
 from labeling.export.summaries import store as store_summaries
-from labeling.export.table import CHUNK, GoldChunk, iter_tables
+from labeling.export.table import iter_tables
 from labeling.schema import Schema
 
-__all__ = ["FORMATS", "FORMULA_START", "ExportError", "ExportFilters", "ExportPreview",
-           "ExportResult", "export_gold", "long_path", "manifest_path", "neutralise",
-           "preview"]  # fmt: skip
+__all__ = ["FORMATS", "FORMULA_START", "ExportError", "ExportFilters", "ExportPlan",
+           "ExportPreview", "ExportResult", "export_gold", "long_path", "manifest_path",
+           "neutralise", "plan_export", "preview", "preview_gold", "write_gold"]  # fmt: skip
 
 log = logging.getLogger(__name__)
-FORMATS = ("csv", "jsonl", "parquet")
 ROW_GROUP = 16_384
 # Strings always quoted, nulls empty: an empty text and a missing value stay different.
 CSV_OPTIONS = pa_csv.WriteOptions(include_header=True, batch_size=8192, delimiter=",",
@@ -253,14 +248,6 @@ class _Writer:
 # ---------------------------------------------------------------- public API
 
 
-def _check(fmt: str, schema: Schema, filters: ExportFilters) -> None:
-    """ExportError on a bad format, status, date range or question before touching files."""
-    if fmt not in FORMATS:
-        raise ExportError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    select_questions(schema, filters.questions)
-    work_conditions(filters, None)
-
-
 def export_gold(
     engine: Engine,
     schema: Schema,
@@ -274,7 +261,7 @@ def export_gold(
     chunk_size: int = CHUNK,
     processes: int | None = None,
 ) -> ExportResult:
-    """Write a gold set, its manifest (and optionally the labels file), and record the export.
+    """Plan an export (plan_export: ExportError on bad input) and write it (write_gold).
 
     Args:
         engine: the database.
@@ -292,21 +279,27 @@ def export_gold(
     Returns:
         Paths, row counts, counts per status and sha256 of what was written.
     """
-    filters = filters or ExportFilters()
-    _check(fmt, schema, filters)
+    plan = plan_export(engine, schema, fmt=fmt, filters=filters, long=long,
+                       pseudonymize=pseudonymize, chunk_size=chunk_size,
+                       processes=processes)  # fmt: skip
+    return write_gold(engine, plan, out, user_id=user_id)
+
+
+def write_gold(
+    engine: Engine, plan: ExportPlan, out: str | Path, *, user_id: int | None = None
+) -> ExportResult:
+    """Write a planned gold set, its manifest (and the labels file if plan.long), and record
+    the export (user_id: who exported); returns paths, counts and sha256s."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    questions = select_questions(schema, filters.questions)
-    columns = wide_columns(schema, questions)
-    main = _Writer(out, fmt, arrow_schema(columns))
-    lpath = long_path(out, fmt) if long else None
+    fmt = plan.fmt
+    main = _Writer(out, fmt, arrow_schema(list(plan.columns)))
+    lpath = long_path(out, fmt) if plan.long else None
     side = _Writer(lpath, fmt, arrow_schema(LONG_COLUMNS)) if lpath is not None else None
     counts: Counter[str] = Counter()
     try:
         # Chunks come from worker processes sharing one snapshot (one process when small).
-        with closing(iter_tables_parallel(engine, schema, filters, pseudonymize=pseudonymize,
-                                          with_labels=long, processes=processes,
-                                          chunk_size=chunk_size)) as chunks:  # fmt: skip
+        with closing(iter_tables_parallel(engine, plan)) as chunks:
             for chunk in chunks:
                 main.write(chunk.table)
                 for entry in pc.value_counts(chunk.table["status"]).to_pylist():
@@ -329,9 +322,9 @@ def export_gold(
         long_sha256=long_digest,
     )  # fmt: skip
     with engine.connect() as conn:
-        design = sample_design(conn, filters.campaign)
-    _write_manifest(result, schema, filters, columns, pseudonymize, design)
-    result.export_id = _record(engine, result, filters, long, pseudonymize, user_id)
+        design = sample_design(conn, plan.campaign_id, plan.campaign_name)
+    _write_manifest(result, plan, design)
+    result.export_id = _record(engine, result, plan, user_id)
     return result
 
 
@@ -344,25 +337,19 @@ def _store_summaries(engine: Engine, summaries: pa.Table) -> None:
         log.warning("label summaries of %d works not stored: %s", summaries.num_rows, exc)
 
 
-def _write_manifest(
-    result: ExportResult,
-    schema: Schema,
-    filters: ExportFilters,
-    columns: list[tuple[str, str]],
-    pseudonymize: bool,
-    design: str,
-) -> None:
+def _write_manifest(result: ExportResult, plan: ExportPlan, design: str) -> None:
     """Write PATH.manifest.json describing the export."""
+    schema, pseudonymize = plan.schema, plan.pseudonymize
     manifest = {
         "tool": "labeling", "tool_version": labeling.__version__,
         "created_at": utcnow().isoformat(timespec="seconds"),
         "file": Path(result.path).name, "format": result.format, "sha256": result.sha256,
         "bytes": Path(result.path).stat().st_size, "row_count": result.row_count,
-        "counts_per_status": result.counts, "filters": filters.as_dict(),
+        "counts_per_status": result.counts, "filters": plan.filters.as_dict(),
         "schema": {"version": schema.version, "hash": schema.hash, "path": schema.path,
                    "teachers": list(schema.teachers),
-                   "questions": [q.name for q in select_questions(schema, filters.questions)]},
-        "columns": [{"name": c, "type": k} for c, k in columns],
+                   "questions": [q.name for q in plan.questions]},
+        "columns": [{"name": c, "type": k} for c, k in plan.columns],
         "order": "work_id ascending",
         "sample_design": design,
         "labels_file": None if result.long_path is None else {
@@ -385,21 +372,18 @@ def _write_manifest(
     os.replace(tmp, target)
 
 
-def _record(
-    engine: Engine,
-    result: ExportResult,
-    filters: ExportFilters,
-    long: bool,
-    pseudonymize: bool,
-    user_id: int | None,
-) -> int:
+def _record(engine: Engine, result: ExportResult, plan: ExportPlan, user_id: int | None) -> int:
     """Add the export to the exports table; returns its id."""
     with write_session(engine) as session:
-        return session.execute(insert(Export).values(
+        done = session.execute(insert(Export).values(
             user_id=user_id, format=result.format, path=result.path, row_count=result.row_count,
             sha256=result.sha256, created_at=utcnow(),
-            filters={**filters.as_dict(), "long": long, "pseudonymize": pseudonymize},
-        )).inserted_primary_key[0]  # fmt: skip
+            filters={**plan.filters.as_dict(), "long": plan.long,
+                     "pseudonymize": plan.pseudonymize},
+        ))  # fmt: skip
+        key = cast(CursorResult[Any], done).inserted_primary_key
+        assert key is not None  # an insert of one row
+        return int(key[0])
 
 
 def preview(
@@ -419,19 +403,21 @@ def preview(
         limit: how many rows to return.
         pseudonymize: show pseudonyms instead of names, as the export would.
     """
-    filters = filters or ExportFilters()
-    _check("csv", schema, filters)
-    columns = [c for c, _ in wide_columns(schema, select_questions(schema, filters.questions))]
+    plan = plan_export(engine, schema, fmt="csv", filters=filters, pseudonymize=pseudonymize)
+    return preview_gold(engine, plan, limit=limit)
+
+
+def preview_gold(engine: Engine, plan: ExportPlan, *, limit: int = 20) -> ExportPreview:
+    """Counts per status of the works of a planned export, and its first `limit` rows."""
+    # One chunk of `limit` works, and no labels: the rows shown are the file's first rows.
+    first = replace(plan, chunk_size=max(1, limit), long=False)
     with engine.connect() as conn, conn.begin():
-        camp = resolve_campaign(conn, filters.campaign)
-        counts = status_counts(conn, work_conditions(filters, camp.id if camp else None))
+        counts = status_counts(conn, plan.conditions())
         rows: list[dict[str, Any]] = []
-        chunks: Iterator[GoldChunk] = iter_tables(
-            conn, schema, filters, pseudonymize=pseudonymize, chunk_size=max(1, limit)
-        )
+        chunks = iter_tables(conn, first)
         for chunk in chunks:
             rows.extend(chunk.table.to_pylist())
             break
-        chunks.close()  # type: ignore[attr-defined]
-    return ExportPreview(counts=counts, total=sum(counts.values()), columns=columns,
-                         rows=rows[:limit])  # fmt: skip
+        chunks.close()
+    return ExportPreview(counts=counts, total=sum(counts.values()),
+                         columns=[c for c, _ in plan.columns], rows=rows[:limit])  # fmt: skip

@@ -11,7 +11,7 @@ or computed under another schema) or from `predictions` (labelled under an older
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,17 +22,9 @@ import pyarrow.compute as pc
 from sqlalchemy import Connection, Text, cast, select
 
 from db.models import Campaign, CampaignItem, Prediction, User, Work
-from labeling.export.definitions import (
-    ExportFilters,
-    Pseudonymizer,
-    arrow_schema,
-    resolve_campaign,
-    select_questions,
-    validation_fields,
-    wide_columns,
-    work_conditions,
-)
+from labeling.export.definitions import Pseudonymizer, arrow_schema, validation_fields
 from labeling.export.label_columns import by_distinct, current_labels, long_labels
+from labeling.export.plan import ExportPlan
 from labeling.export.summaries import label_columns, stored, summarise
 from labeling.frames.machine_columns import (
     SCORE_COLUMNS,
@@ -47,7 +39,6 @@ from labeling.frames.machine_columns import (
 from labeling.schema import Question, Schema
 from labeling.vocabulary import STATUS_VALIDATED
 
-CHUNK = 2_500
 _ANSWER = {"multi": as_list, "single": as_text, "binary": as_text}
 _VALIDATION = ("validation_method", "validation_rule", "validation_campaign", "validated_by",
                "validated_via")  # fmt: skip
@@ -82,32 +73,20 @@ class _Context:
 
 
 def iter_tables(
-    conn: Connection,
-    schema: Schema,
-    filters: ExportFilters,
-    *,
-    pseudonymize: bool = False,
-    chunk_size: int = CHUNK,
-    with_labels: bool = False,
-    id_range: tuple[str | None, str | None] = (None, None),
-) -> Iterator[GoldChunk]:
-    """Stream the gold set in chunks of works ordered by id, inside the caller's transaction.
+    conn: Connection, plan: ExportPlan, *, id_range: tuple[str | None, str | None] = (None, None)
+) -> Generator[GoldChunk, None, None]:
+    """Stream the gold set in chunks of plan.chunk_size works ordered by id, inside the
+    caller's transaction (one snapshot), with each chunk's current labels if plan.long.
 
-    Args:
-        conn: an open connection (one transaction, so the export sees one snapshot).
-        schema: the label schema.
-        filters: which works and questions.
-        pseudonymize: replace annotator and lead names by stable pseudonyms.
-        chunk_size: works per chunk.
-        with_labels: also return each chunk's current labels (for the long file).
-        id_range: only works with lo <= id < hi (None: unbounded), for a share of the export.
+    id_range: only works with lo <= id < hi (None: unbounded), for a share of the export.
     """
-    ctx = _context(conn, schema, filters, pseudonymize)
+    ctx = _context(conn, plan)
+    chunk_size = plan.chunk_size
     query = select(
         Work.id, Work.doi, Work.title, Work.year, Work.status,
         cast(Work.final_answers, Text), Work.validated_via, Work.model_version,
         Work.machine_hash, Work.machine, *(getattr(Work, c) for c in SCORE_FROM_WORK.values()),
-    ).where(*work_conditions(filters, ctx.campaign_id)).order_by(Work.id)  # fmt: skip
+    ).where(*plan.conditions()).order_by(Work.id)  # fmt: skip
     lo, hi = id_range
     if lo is not None:
         query = query.where(Work.id >= lo)
@@ -124,31 +103,32 @@ def iter_tables(
         parts = result.partitions(chunk_size)
     try:
         for part in parts:
-            yield _chunk(conn, ctx, part, with_labels)
+            yield _chunk(conn, ctx, part, plan.long)
     finally:
         result.close()
 
 
-def _context(conn: Connection, schema: Schema, filters: ExportFilters, pseudo: bool) -> _Context:
-    """Questions, campaign scope, display names and the machine plan of an export."""
-    questions = select_questions(schema, filters.questions)
-    camp = resolve_campaign(conn, filters.campaign)
-    campaign_id = camp.id if camp is not None else None
+def _context(conn: Connection, plan: ExportPlan) -> _Context:
+    """Display names, campaigns and the machine plan of an export, read in its snapshot."""
+    schema, questions, campaign_id = plan.schema, list(plan.questions), plan.campaign_id
     campaigns = {c.id: c for c in conn.execute(
         select(Campaign.id, Campaign.name, Campaign.is_probability_sample))}  # fmt: skip
     # Design columns belong to one (work, sample) pair: filled only for the sample named.
-    sampled = camp is not None and campaigns[campaign_id].is_probability_sample
-    sample_ids = [campaign_id] if sampled else []
-    pseudonymizer = Pseudonymizer.for_database(conn) if pseudo else Pseudonymizer(None)
+    sample_ids: list[int] = []
+    if campaign_id is not None and campaigns[campaign_id].is_probability_sample:
+        sample_ids.append(campaign_id)
+    pseudonymizer = Pseudonymizer(None)
+    if plan.pseudonymize:
+        pseudonymizer = Pseudonymizer.for_database(conn)
     users = dict(conn.execute(select(User.id, User.name)).all())
     names = {uid: pseudonymizer(name) for uid, name in users.items()}
-    wide = arrow_schema(wide_columns(schema, questions))
-    plan = machine_plan(schema)
+    wide = arrow_schema(list(plan.columns))
+    mplan = machine_plan(schema)
     machine = [c for c, _ in call_columns(schema, questions) + SCORE_COLUMNS
                if c not in SCORE_FROM_WORK]  # fmt: skip
     human = ["status", *(f"human_{q.name}" for q in questions), *_VALIDATION]
     return _Context(
-        schema, questions, names, campaigns, sample_ids, campaign_id, pseudonymizer, plan,
+        schema, questions, names, campaigns, sample_ids, campaign_id, pseudonymizer, mplan,
         machine_hash(schema),
         wide, {c: wide.field(c).type for c in human}, {c: wide.field(c).type for c in machine},
     )  # fmt: skip
@@ -226,7 +206,9 @@ def _recompute(
              if t is None or h != ctx.plan_hash]  # fmt: skip
     if stale:
         wanted = [ids[i] for i in stale]
-        records = dict(conn.execute(select(Work.id, Work.record).where(Work.id.in_(wanted))).all())
+        records: dict[str, Any] = dict(
+            conn.execute(select(Work.id, Work.record).where(Work.id.in_(wanted))).all()
+        )
         redo.update((i, records.get(ids[i])) for i in stale)
     older = pc.fill_null(pc.not_equal(shown, current), pc.is_valid(shown))
     older_at = np.flatnonzero(pc.fill_null(older, False).to_numpy(zero_copy_only=False))

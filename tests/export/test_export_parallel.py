@@ -5,7 +5,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sqlite3
+import sys
 import time
+import types
 from collections.abc import Iterator
 from contextlib import ExitStack, closing
 from functools import partial
@@ -17,11 +19,20 @@ import pytest
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
-from db.engine import is_sqlite, make_engine, shared_snapshot, write_session
+from db.engine import (
+    EngineSpec,
+    engine_spec,
+    is_sqlite,
+    make_engine,
+    shared_snapshot,
+    write_session,
+)
 from db.models import Campaign, CampaignItem, Label, User, Work, utcnow
 from labeling.export import parallel as export_parallel
+from labeling.export import plan as export_plan
 from labeling.export.gold_set import ExportFilters, export_gold
 from labeling.export.parallel import WorkerError, iter_tables_parallel
+from labeling.export.plan import plan_export
 from labeling.frames.importer import import_frame
 from labeling.schema import Schema
 from labeling.vocabulary import STATUS_UNVALIDATED, STATUS_VALIDATED
@@ -33,6 +44,14 @@ IDS = [f"W{i:04d}" for i in range(1, N_WORKS + 1)]
 TITLES = {"W0003": '=HYPERLINK("http://x","y")', "W0077": "Quotes \"in\", commas,\nnewline",
           "W0150": "-minus first", "W0199": "日本語 \u2028 separator"}  # fmt: skip
 SMALL = {"chunk_size": 20, "threshold": 1, "range_size": 20}  # ten ranges of one chunk
+
+
+def chunks_of(
+    engine: Engine, schema: Schema, filters: ExportFilters, processes: int, **kw: Any
+) -> Iterator[Any]:
+    """iter_tables_parallel over a plan of these filters (kw: plan_export's options)."""
+    plan = plan_export(engine, schema, fmt="parquet", filters=filters, processes=processes, **kw)
+    return iter_tables_parallel(engine, plan)
 
 
 @pytest.fixture
@@ -65,8 +84,8 @@ def many(engine: Engine, schema: Schema, seed_record: dict, tmp_path: Path) -> E
 @pytest.fixture
 def small_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers for any export, over ranges of two chunks of 20 works."""
-    monkeypatch.setattr(export_parallel, "THRESHOLD", 1)
-    monkeypatch.setattr(export_parallel, "RANGE_SIZE", 40)
+    monkeypatch.setattr(export_plan, "THRESHOLD", 1)
+    monkeypatch.setattr(export_plan, "RANGE_SIZE", 40)
 
 
 @pytest.fixture
@@ -133,7 +152,7 @@ def test_parallel_files_are_byte_identical(
     assert (one.sha256, one.long_sha256) == (two.sha256, two.long_sha256)
     assert one.counts == two.counts
     assert (tmp_path / f"one.{fmt}").read_bytes() == (tmp_path / f"two.{fmt}").read_bytes()
-    monkeypatch.setattr(export_parallel, "RANGE_SIZE", 50)  # rounded down to whole chunks
+    monkeypatch.setattr(export_plan, "RANGE_SIZE", 50)  # rounded down to whole chunks
     everything = ExportFilters(status="all")
     a = export_gold(many, schema, tmp_path / f"a.{fmt}", filters=everything, processes=1, **kw)
     b = export_gold(many, schema, tmp_path / f"b.{fmt}", filters=everything, processes=3, **kw)
@@ -143,9 +162,9 @@ def test_parallel_files_are_byte_identical(
 
 
 def test_chunks_are_the_ones_of_one_process(many: Engine, schema: Schema, pids: Path) -> None:
-    everything, kw = ExportFilters(status="all"), {"pseudonymize": True, "with_labels": True}
-    one = list(iter_tables_parallel(many, schema, everything, processes=1, chunk_size=20, **kw))
-    two = list(iter_tables_parallel(many, schema, everything, processes=2, **SMALL, **kw))
+    everything, kw = ExportFilters(status="all"), {"pseudonymize": True, "long": True}
+    one = list(chunks_of(many, schema, everything, 1, chunk_size=20, **kw))
+    two = list(chunks_of(many, schema, everything, 2, **SMALL, **kw))
     assert len(worker_pids(pids)) == 2
     assert [c.table.num_rows for c in one] == [c.table.num_rows for c in two] == [20] * 12
     for a, b in zip(one, two, strict=True):
@@ -155,15 +174,15 @@ def test_chunks_are_the_ones_of_one_process(many: Engine, schema: Schema, pids: 
 
 
 def test_small_exports_start_no_workers(many: Engine, schema: Schema, pids: Path) -> None:
-    rows = _rows(iter_tables_parallel(many, schema, ExportFilters(), processes=2, chunk_size=20))
+    rows = _rows(chunks_of(many, schema, ExportFilters(), 2, chunk_size=20))
     assert len(rows) == N_VALIDATED
     assert not list(pids.iterdir())
 
 
 def test_workers_share_the_snapshot(many: Engine, schema: Schema, pids: Path) -> None:
     filters = ExportFilters()
-    before = _rows(iter_tables_parallel(many, schema, filters, processes=1, chunk_size=20))
-    chunks = iter_tables_parallel(many, schema, filters, processes=2, **SMALL)
+    before = _rows(chunks_of(many, schema, filters, 1, chunk_size=20))
+    chunks = chunks_of(many, schema, filters, 2, **SMALL)
     first = next(chunks)  # the snapshot is shared; later ranges are not built yet
     started = time.monotonic()
     with write_session(many) as session:  # commits while the workers build
@@ -179,7 +198,7 @@ def test_workers_share_the_snapshot(many: Engine, schema: Schema, pids: Path) ->
     during = first.table.to_pylist() + _rows(chunks)
     assert during == before
     assert len(worker_pids(pids)) == 2
-    after = _rows(iter_tables_parallel(many, schema, filters, processes=2, **SMALL))
+    after = _rows(chunks_of(many, schema, filters, 2, **SMALL))
     assert after != before and len(after) == len(before)  # the commits were real
     assert_gone(worker_pids(pids))
 
@@ -245,12 +264,12 @@ def test_worker_death_raises(
     folder.mkdir()
     monkeypatch.setattr(export_parallel, "WORKER_HOOK", partial(note_pid, folder, 1, 7))
     with pytest.raises(WorkerError, match="exit code 7"):
-        _rows(iter_tables_parallel(many, schema, ExportFilters(), processes=2, **SMALL))
+        _rows(chunks_of(many, schema, ExportFilters(), 2, **SMALL))
     assert_gone(worker_pids(folder))
 
 
 def test_closing_early_ends_the_workers(many: Engine, schema: Schema, pids: Path) -> None:
-    chunks = iter_tables_parallel(many, schema, ExportFilters(), processes=2, **SMALL)
+    chunks = chunks_of(many, schema, ExportFilters(), 2, **SMALL)
     first = next(chunks)
     assert isinstance(first.table, pa.Table) and first.table.num_rows == 20
     found = worker_pids(pids)
@@ -288,9 +307,9 @@ def test_cli_processes_flag_and_setting(
     seen: list[Any] = []
     real = export_parallel.iter_tables_parallel
 
-    def spy(*args: Any, **kw: Any) -> Any:
-        seen.append(kw["processes"])
-        return real(*args, **kw)
+    def spy(engine: Engine, plan: Any) -> Any:
+        seen.append(plan.processes)
+        return real(engine, plan)
 
     monkeypatch.setattr("labeling.export.gold_set.iter_tables_parallel", spy)
     monkeypatch.setenv("LABELING_DB_URL", many.url.render_as_string(hide_password=False))
@@ -308,3 +327,45 @@ def test_cli_processes_flag_and_setting(
     bad = runner.invoke(main, ["export", "--format", "csv", "--out", str(tmp_path / "x.csv"),
                                "--processes", "0"])  # fmt: skip
     assert bad.exit_code == 2 and "0" in bad.output and not (tmp_path / "x.csv").exists()
+
+
+def note_options(folder: Path, idx: int) -> None:
+    """Worker hook: note the engine options the worker got and the busy timeout it runs with."""
+    state = export_parallel._worker
+    assert state.spec is not None and state.conn is not None
+    running = state.spec.busy_timeout_ms  # PostgreSQL: no such setting to read back
+    if is_sqlite(state.conn.engine):
+        running = state.conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+    (folder / f"{os.getpid()}-{idx}").write_text(f"{state.spec.busy_timeout_ms} {running}")
+
+
+def test_workers_build_their_engine_from_the_parents_options(
+    many: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's engine is the parent's (its settings, e.g. sqlite_busy_timeout_ms), not one
+    made from the URL with default options."""
+    own = make_engine(many.url.render_as_string(hide_password=False), busy_timeout_ms=1234)
+    assert engine_spec(own) == EngineSpec(own.url.render_as_string(hide_password=False), 1234)
+    folder = tmp_path / "options"
+    folder.mkdir()
+    monkeypatch.setattr(export_parallel, "WORKER_HOOK", partial(note_options, folder))
+    try:
+        assert len(_rows(chunks_of(own, schema, ExportFilters(), 2, **SMALL))) == N_VALIDATED
+    finally:
+        own.dispose()
+    noted = list(folder.iterdir())
+    assert len(noted) == 10 and {p.read_text() for p in noted} == {"1234 1234"}
+
+
+def test_workers_do_not_run_the_main_script(
+    many: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside Streamlit __main__ is the page being run: a started worker must not run it."""
+    ran, page = tmp_path / "ran", tmp_path / "page.py"
+    page.write_text(f"open({str(ran)!r}, 'a').write('ran')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert len(_rows(chunks_of(many, schema, ExportFilters(), 2, **SMALL))) == N_VALIDATED
+    assert not ran.exists()
+    assert sys.modules["__main__"] is main  # and the page is back in place
