@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the tool with its test extras in .venv (and Chromium for the browser tests), check
-# lint and format, then run every test on all cores (pytest-xdist; one file per worker
+# lint, format and types, then run every test on all cores (pytest-xdist; one file per worker
 # at a time, so a module's server or database is built once). Extra arguments go to pytest
 # (e.g. -m pg, -k queue); LABELING_TEST_WORKERS=0 runs in this process only.
 set -euo pipefail
@@ -18,4 +18,5 @@ fi
 .venv/bin/python -m pip install --quiet -e '.[test]'
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # labeling/ and db/ (pyproject.toml [tool.mypy])
 exec .venv/bin/python -m pytest -n "${LABELING_TEST_WORKERS:-auto}" --dist loadfile "$@"
