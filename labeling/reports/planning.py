@@ -15,6 +15,7 @@ from sqlalchemy import Engine
 from labeling.errors import InputError
 from labeling.reports.evaluation import (
     ALL,
+    Validated,
     design_population,
     drawn_items,
     validated_works,
@@ -42,6 +43,7 @@ def plan_for(
     measure: str = "prevalence",
     teacher: str | None = None,
     alpha: float = 0.05,
+    validated: Validated | None = None,
 ) -> dict[str, Any]:
     """How many more validated works the campaign needs for +-half_width, per label.
 
@@ -55,6 +57,7 @@ def plan_for(
         teacher: the system whose precision or recall is planned (a teacher, candidate,
             consensus...), required unless measure is prevalence.
         alpha: 1 - confidence level.
+        validated: validated_works of the same campaign, when already read (the Monitor).
 
     Returns:
         {"campaign", "measure", "teacher", "half_width", "plans": [...], "largest"}: one
@@ -74,7 +77,7 @@ def plan_for(
         raise PlanError(f"campaign {info.name!r}: {verdict.reason}")
     population, sampled = design_population(info)
     rows = drawn_items(engine, info.id)
-    v = validated_works(engine, schema, info.id)
+    v = validated or validated_works(engine, schema, info.id)
     where = v.position()
     chosen = [(r[1] or ALL, where[r[0]]) for r in rows if r[0] in where and v.finals[where[r[0]]]]
     wanted = _wanted(campaign_questions(info, schema), label)
