@@ -47,6 +47,36 @@ def long_answers(
     )
 
 
+def coded_long_answers(
+    works: np.ndarray, annotators: np.ndarray, codes: np.ndarray, answers: Sequence[dict[str, Any]],
+    questions: Sequence[str],
+) -> pd.DataFrame:  # fmt: skip
+    """long_answers of rows given as codes into distinct answers: the same table, built with
+    array indexing (each distinct answer is looked at once per question, not each row).
+
+    Args:
+        works, annotators: each row's work id and annotator (object arrays), in order.
+        codes: each row's index into answers.
+        answers: the distinct answers (dicts).
+        questions: the questions, in order.
+    """
+    cols: dict[str, list[Any]] = {"work_id": [], "annotator": [], "question": [], "value": []}
+    for q in questions:
+        values = pd.Series([a.get(q, _ABSENT) for a in answers], dtype=object).to_numpy()
+        has = np.fromiter((v is not _ABSENT for v in values), dtype=bool, count=len(values))
+        rows = np.flatnonzero(has[codes]) if len(codes) else np.zeros(0, dtype=np.int64)
+        cols["work_id"].append(works[rows])
+        cols["annotator"].append(annotators[rows])
+        cols["question"].append(np.full(len(rows), q, dtype=object))
+        cols["value"].append(values[codes[rows]])
+    return pd.DataFrame(
+        {
+            k: pd.Series(np.concatenate(v) if v else np.zeros(0, dtype=object), dtype=object)
+            for k, v in cols.items()
+        }
+    )
+
+
 def answers_long(engine: Engine, campaign_id: int | None, questions: Sequence[str]) -> pd.DataFrame:
     """Each annotator's current answers (skips left out) as long_answers, ordered by campaign,
     work and annotator (multi-label values as lists)."""

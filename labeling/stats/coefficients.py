@@ -367,6 +367,24 @@ def resample_counts(
         done += b
 
 
+def resample_patterns(
+    freq: np.ndarray, n_boot: int, rng: np.random.Generator, block: int = 200
+) -> Iterator[np.ndarray]:
+    """Yield blocks of bootstrap weights per distinct pattern (resamples x patterns).
+
+    Drawing n units with replacement, each unit's pattern drawn with probability freq/n, draws
+    the patterns Multinomial(n, freq / n) times: the same resample law as resample_counts
+    summed by pattern, at a cost bounded by the patterns instead of the units.
+    """
+    n = int(np.sum(freq))
+    p = np.asarray(freq, dtype=float) / max(n, 1)
+    done = 0
+    while done < n_boot:
+        b = min(block, n_boot - done)
+        yield rng.multinomial(n, p, size=b).astype(float)
+        done += b
+
+
 def pattern_weights(weights: np.ndarray, inverse: np.ndarray, n_patterns: int) -> np.ndarray:
     """Sum unit weights (resamples x units) by pattern; units with inverse < 0 are left out."""
     keep = np.flatnonzero(inverse >= 0)
@@ -408,12 +426,12 @@ def bootstrap_from_counts(
     check_level(level)
     c = np.asarray(counts)
     k = c.shape[1]
-    patterns, inverse, _ = unique_rows(c)
+    patterns, _, freq = unique_rows(c)
     feats = count_features(patterns, outer=level != "nominal")
     reps: dict[str, list[np.ndarray]] = {m: [] for m in MEASURES}
     rng = np.random.default_rng(seed)
-    for weights in resample_counts(len(c), n_boot, rng):
-        sums = weighted_sums(pattern_weights(weights, inverse, len(patterns)), feats)
+    for weights in resample_patterns(freq, n_boot, rng):
+        sums = weighted_sums(weights, feats)
         for name, arr in measures_from_sums(sums, k, level, value_domain).items():
             reps[name].append(arr)
     return {m: percentile_ci(np.concatenate(v)) if v else None for m, v in reps.items()}
