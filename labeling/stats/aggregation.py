@@ -70,7 +70,7 @@ class _Long:
 
 def _sorted_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Codes of a column numbered in the sorted order of its distinct values, and those values."""
-    codes, uniques = pd.factorize(column.to_numpy(dtype=object))
+    codes, uniques = pd.factorize(column)  # a categorical column: from its codes
     uniques = np.asarray(uniques, dtype=object)
     order = np.argsort(uniques, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)

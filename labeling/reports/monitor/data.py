@@ -195,11 +195,18 @@ def _match_rows(questions: list[str], given: list[Any], truth: list[Any]) -> np.
     return out
 
 
-def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.DataFrame:
+def label_rows(
+    engine: Engine,
+    schema: Schema,
+    campaign: CampaignInfo,
+    truth: dict[str, str | None] | None = None,
+) -> pd.DataFrame:
     """Each annotator's current label per work, with its match to the validated answer.
 
     Four plain reads (the campaign's labels in one scan; users; gold items; validated answers
     through the works' covering index) joined in memory: a join per label in SQL costs more.
+    truth: the validated works' final answers as JSON text when already read
+    (evaluation.Validated.final_texts): then they are not read again.
 
     Returns:
         ROW_COLUMNS, created_at, answers (JSON text), and one column per question asked: 1
@@ -228,7 +235,8 @@ def label_rows(engine: Engine, schema: Schema, campaign: CampaignInfo) -> pd.Dat
         rows = conn.execute(labels).all()
         users = dict(conn.execute(select(User.id, User.name)).all())
         gold = set(conn.execute(items.where(CampaignItem.is_gold)).scalars())
-        truth = dict(conn.execute(finals).all()) if rows else {}
+        if truth is None:
+            truth = dict(conn.execute(finals).all()) if rows else {}
     cols = [
         "work_id",
         "user_id",
@@ -271,13 +279,19 @@ def agreement_labels(rows: pd.DataFrame) -> pd.DataFrame:
     current = rows[~rows["skipped"]].sort_values(["work_id", "annotator"], kind="stable")
     # Equal answers are common (a few thousand texts for 100,000 labels): parse each once.
     codes, texts = pd.factorize(current["answers"].to_numpy(dtype=object))
-    return coded_long_answers(
+    long = coded_long_answers(
         current["work_id"].to_numpy(dtype=object),
         current["annotator"].to_numpy(dtype=object),
         codes,
         [orjson.loads(t) or {} for t in texts],
         names,
     )
+    # Agreement and the model factorize these columns again and again (600,000 strings on the
+    # large bench): as categoricals they factorize from their codes, with the same results.
+    for column in ("work_id", "annotator"):
+        values = long[column].to_numpy(dtype=object)
+        long[column] = pd.Categorical(values, categories=sorted(set(values)))
+    return long
 
 
 def matches_of(rows: pd.DataFrame) -> pd.DataFrame:

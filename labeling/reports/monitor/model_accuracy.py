@@ -29,8 +29,8 @@ def shared_works(long: pd.DataFrame) -> int:
     """Works that two or more annotators labelled (on any question)."""
     if long.empty:
         return 0
-    work = pd.factorize(long["work_id"].to_numpy(dtype=object))[0]
-    who, names = pd.factorize(long["annotator"].to_numpy(dtype=object))
+    work = pd.factorize(long["work_id"])[0]
+    who, names = pd.factorize(long["annotator"])
     pairs = np.unique(work.astype(np.int64) * max(len(names), 1) + who)
     return int((np.bincount(pairs // max(len(names), 1)) >= 2).sum())
 
