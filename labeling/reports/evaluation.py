@@ -104,7 +104,8 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
         )
     with read_session(engine) as session:
         rows = session.connection().execute(query).all()
-    ids, texts = [r[0] for r in rows], [r[2] for r in rows]
+    ids = [r[0] for r in rows]
+    texts: list[str | None] = [r[2] for r in rows]
     matrix = encoded_records(engine, schema, ids, [r[1] for r in rows])
     finals = [dict(orjson.loads(t) or {}) if t else {} for t in texts]
     return Validated(ids, finals, matrix, texts)

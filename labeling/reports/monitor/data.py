@@ -253,12 +253,14 @@ def label_rows(
     df = pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in zip(cols, columns, strict=True)})
     for c in ("time_on_item_ms", "user_id", "version"):
         df[c] = pd.to_numeric(df[c], errors="coerce")
-    # Each annotator's current version only (labels are only ever added).
-    df = (
-        df.sort_values("version", kind="stable")
-        .drop_duplicates(["work_id", "user_id"], keep="last")
-        .sort_index()
-    )
+    # Each annotator's current version only (labels are only ever added); with no edit at all
+    # every row is current (one row per work, annotator and version in a campaign).
+    if (df["version"] > 1).any():
+        df = (
+            df.sort_values("version", kind="stable")
+            .drop_duplicates(["work_id", "user_id"], keep="last")
+            .sort_index()
+        )
     df["annotator"] = df["user_id"].map(users).astype(object)
     df["gold_item"] = df["work_id"].isin(gold).astype(bool)
     for c in ("skipped", "flagged"):
@@ -269,6 +271,7 @@ def label_rows(
     for j, name in enumerate(names):
         df[name] = matches[:, j]
     df.attrs["questions"] = names
+    df.attrs[mon.CURRENT] = True
     return df
 
 
@@ -279,19 +282,13 @@ def agreement_labels(rows: pd.DataFrame) -> pd.DataFrame:
     current = rows[~rows["skipped"]].sort_values(["work_id", "annotator"], kind="stable")
     # Equal answers are common (a few thousand texts for 100,000 labels): parse each once.
     codes, texts = pd.factorize(current["answers"].to_numpy(dtype=object))
-    long = coded_long_answers(
+    return coded_long_answers(
         current["work_id"].to_numpy(dtype=object),
         current["annotator"].to_numpy(dtype=object),
         codes,
         [orjson.loads(t) or {} for t in texts],
         names,
     )
-    # Agreement and the model factorize these columns again and again (600,000 strings on the
-    # large bench): as categoricals they factorize from their codes, with the same results.
-    for column in ("work_id", "annotator"):
-        values = long[column].to_numpy(dtype=object)
-        long[column] = pd.Categorical(values, categories=sorted(set(values)))
-    return long
 
 
 def matches_of(rows: pd.DataFrame) -> pd.DataFrame:
