@@ -28,7 +28,7 @@ every number carries the n it rests on. Choices, in one place:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -253,6 +253,7 @@ def compare_question(
     *,
     schema: Schema | None = None,
     encoded: np.ndarray | None = None,
+    humans: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """Every system against the human answer on one question.
 
@@ -264,6 +265,8 @@ def compare_question(
         schema: the schema the records are encoded under (default: this question alone).
         encoded: the works' encoded records (machine_arrays.encode_record), one row per pair;
             computed from the records when not given.
+        humans: each work's human_value when already known (then pairs may be empty, with
+            encoded given).
     """
     pairs = list(pairs)
     schema = schema or Schema(
@@ -271,7 +274,8 @@ def compare_question(
     )
     if encoded is None:
         encoded = encode_records(schema, [r or {} for _, r in pairs])
-    humans = [human_value(question, a) for a, _ in pairs]
+    if humans is None:
+        humans = [human_value(question, a) for a, _ in pairs]
     rows = [i for i, h in enumerate(humans) if h is not None]
     kept = [humans[i] for i in rows]
     arrays = encode(
@@ -341,6 +345,7 @@ def ranking_report(
     question: Question,
     works: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]],
     ranking: Mapping[str, np.ndarray] | None = None,
+    humans: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The machine_scores against "the human chose at least one label" of a multi question.
 
@@ -349,13 +354,15 @@ def ranking_report(
         works: (validated final answers, frame record) per work.
         ranking: each machine_scores key's values per work (NaN where absent), when already
             read (machine_arrays encodings); else read from the records.
+        humans: each work's human_value of the question, when already known.
     """
     out: dict[str, Any] = {
         "question": question.name,
         "target": f"at least one label of '{question.name}' chosen",
         "scores": {},
     }
-    humans = [human_value(question, answers.get(question.name)) for answers, _ in works]
+    if humans is None:
+        humans = [human_value(question, answers.get(question.name)) for answers, _ in works]
     for key in RANKING_SCORES:
         if ranking is not None:
             values = ranking[key]
@@ -376,6 +383,7 @@ def compare(
     questions: Sequence[str] | None = None,
     *,
     encoded: np.ndarray | None = None,
+    humans: Callable[[Question], Sequence[Any]] | None = None,
 ) -> dict[str, Any]:
     """The humans-vs-machines report for validated works.
 
@@ -385,6 +393,8 @@ def compare(
         questions: names of the questions to report (None = all of the schema's).
         encoded: the works' records encoded under the schema (machine_arrays), one row per
             work, when already done (e.g. from the memo); a record may then be None.
+        humans: each work's human_value of a question, when already known (evaluation's
+            Validated.humans; the frame estimates use the same).
     """
     works = list(works)
     if encoded is None:
@@ -399,12 +409,17 @@ def compare(
         "questions": {
             q.name: compare_question(
                 q,
-                [(answers.get(q.name), record) for answers, record in works],
+                [] if humans else [(answers.get(q.name), record) for answers, record in works],
                 schema.teachers,
                 schema=schema,
                 encoded=encoded,
+                humans=humans(q) if humans else None,
             )
             for q in wanted
         },
-        "machine_scores": ranking_report(multi, works, ranking) if multi is not None else None,
+        "machine_scores": (
+            ranking_report(multi, works, ranking, humans(multi) if humans else None)
+            if multi is not None
+            else None
+        ),
     }
