@@ -296,12 +296,16 @@ def matches_of(rows: pd.DataFrame) -> pd.DataFrame:
     names = rows.attrs.get("questions", [])
     if rows.empty or not names:
         return pd.DataFrame(columns=mon.MATCH_COLUMNS)
-    long = rows.melt(
-        id_vars=["annotator", "work_id", "created_at", "gold_item"],
-        value_vars=names,
-        var_name="question",
-        value_name="match",
-    )
-    long = long.dropna(subset=["match"])
-    long["match"] = long["match"].astype(bool)
-    return long[mon.MATCH_COLUMNS].reset_index(drop=True)
+    # melt and dropna by hand: question by question, the compared rows in order.
+    compared = ~np.isnan(rows[names].to_numpy(dtype=float))
+    q, r = np.nonzero(compared.T)
+    return pd.DataFrame(
+        {
+            "annotator": rows["annotator"].to_numpy()[r],
+            "work_id": rows["work_id"].to_numpy()[r],
+            "question": np.asarray(names, dtype=object)[q],
+            "created_at": rows["created_at"].iloc[r].reset_index(drop=True),
+            "gold_item": rows["gold_item"].to_numpy(dtype=bool)[r],
+            "match": rows[names].to_numpy(dtype=float)[r, q].astype(bool),
+        }
+    )[mon.MATCH_COLUMNS]
