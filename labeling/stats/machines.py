@@ -43,6 +43,7 @@ from labeling.stats.machine_arrays import (
     confusion,
     encode,
     encode_records,
+    human_codes,
     label_counts,
     layout,
     wilson_many,
@@ -287,6 +288,7 @@ def compare_question(
         "threshold": question.threshold,
         "systems": {},
     }
+    single_codes = None
     for system, sa in arrays.systems.items():
         present = sa.present
         n = int(present.sum())
@@ -312,15 +314,15 @@ def compare_question(
         if question.kind == "single":
             idx = np.flatnonzero(present)
             assert sa.single is not None  # a single-choice question's arrays carry its calls
-            entry.update(
-                _single_summary(question, [arrays.human_single[i] for i in idx], sa.single[idx])
-            )
+            if single_codes is None:  # the human labels' indexes, once for every system
+                single_codes = human_codes(question, arrays.human_single)
+            entry.update(_single_summary(question, single_codes[idx], sa.single[idx]))
         result["systems"][system] = entry
     result["calibration"] = _calibration(question, arrays)
     return result
 
 
-def _single_summary(question: Question, humans: list[Any], codes: np.ndarray) -> dict[str, Any]:
+def _single_summary(question: Question, humans: np.ndarray, codes: np.ndarray) -> dict[str, Any]:
     """Confusion matrix (rows human, columns machine) and accuracy of a single-choice system."""
     matrix, known, correct, no_calls = confusion(question, humans, codes)
     lo, hi = wilson(correct, known)

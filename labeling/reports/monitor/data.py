@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pandas as pd
-from sqlalchemy import Engine, Text, case, cast, func, select
+from sqlalchemy import Connection, Engine, Select, Text, case, cast, func, select
 
 from db.engine import read_session
 from db.models import CampaignItem, Label, StatusEvent, User, Work
@@ -195,6 +195,20 @@ def _match_rows(questions: list[str], given: list[Any], truth: list[Any]) -> np.
     return out
 
 
+def _driver_rows(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
+    """A select's rows as the DB-API driver returns them: no per-row result processing (0.4 s
+    of 100,000 labels). The caller converts the columns (flags come as 0/1 from SQLite)."""
+    compiled = query.compile(dialect=conn.dialect)
+    params = compiled.construct_params()
+    bound = tuple(params[k] for k in compiled.positiontup or ()) if compiled.positional else params
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(compiled.string, bound)
+        return list(cursor.fetchall())
+    finally:
+        cursor.close()
+
+
 def label_rows(
     engine: Engine,
     schema: Schema,
@@ -232,7 +246,7 @@ def label_rows(
     )
     with read_session(engine) as session:
         conn = session.connection()
-        rows = conn.execute(labels).all()
+        rows = _driver_rows(conn, labels)
         users = dict(conn.execute(select(User.id, User.name)).all())
         gold = set(conn.execute(items.where(CampaignItem.is_gold)).scalars())
         if truth is None:
