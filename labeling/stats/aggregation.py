@@ -96,27 +96,16 @@ def _question_rows(coded: _Long, name: str) -> np.ndarray:
     return np.sort(rows[len(rows) - 1 - last])
 
 
-def _hashable(value: Any) -> Any:
-    """A value as a dictionary key: lists and arrays as tuples, with the type (True is not 1)."""
-    if isinstance(value, list | tuple | np.ndarray):
-        return (type(value), tuple(value))
-    if isinstance(value, set | frozenset):
-        return (type(value), frozenset(value))
-    return (type(value), value)
-
-
 def _answer_codes(kind: str, values: np.ndarray) -> tuple[np.ndarray, list[Any]]:
     """Each value's code into its distinct answers (_answer forms, in order of first meeting)."""
     if pd.api.types.infer_dtype(values, skipna=False) == "string":
         raw, uniques = pd.factorize(values)  # plain strings: hashed in C
         forms = [_answer(kind, u) for u in uniques]
     else:
-        seen: dict[Any, int] = {}
-        raw = np.fromiter(
-            (seen.setdefault(_hashable(v), len(seen)) for v in values),
-            dtype=np.int64,
-            count=len(values),
-        )
+        # By object first: the long table repeats one object per distinct answer (lists are
+        # not hashable, and hashing 100,000 of them as tuples costs more than all the rest).
+        ids = np.fromiter(map(id, values), dtype=np.int64, count=len(values))
+        raw = pd.factorize(ids)[0]
         firsts = np.unique(raw, return_index=True)[1]  # codes are 0..n-1 in meeting order
         forms = [_answer(kind, values[i]) for i in firsts]
     # Distinct raw values may share a form (True and "yes"): number the forms themselves.
@@ -375,10 +364,14 @@ def aggregate(
                 "questions": {q: blocks[q]["annotators"][who] for q, has in asked if has[w]},
             }
         )
-    pairs = np.unique(np.concatenate(labelled)) if labelled else np.zeros(0, dtype=np.int64)
+    # Distinct (work, annotator) pairs and works, marked in arrays as long as the codes go.
+    seen = np.zeros(len(coded.works) * n_names, dtype=bool)
+    for keys in labelled:
+        seen[keys] = True
+    pairs = np.flatnonzero(seen)
     return {
         "method": method,
-        "n_works": int(len(np.unique(pairs // max(n_names, 1)))),
+        "n_works": int(seen.reshape(len(coded.works), n_names).any(axis=1).sum()) if n_names else 0,
         "n_labels": int(len(pairs)),
         "questions": blocks,
         "works": [works[w] for w in sorted(works)],
