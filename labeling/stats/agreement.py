@@ -168,13 +168,21 @@ def _label_set(value: Any) -> tuple[str, ...]:
 def _encode_values(spec: QuestionSpec, raw: np.ndarray) -> tuple[np.ndarray, int, list, np.ndarray]:
     """Value codes of one question's answers: (codes, n_values, label names, membership)."""
     if spec.kind == "multi":
+        if len(raw) == 0:
+            return np.zeros(0, np.int64), 0, list(spec.labels), np.zeros((0, len(spec.labels)))
+        # Objects first (a long table often repeats one list object per distinct answer),
+        # then their contents: the same codes as factorizing every answer as a tuple.
+        by_object, _ = pd.factorize(np.fromiter(map(id, raw), dtype=np.int64, count=len(raw)))
+        firsts = np.unique(by_object, return_index=True)[1]
         keys = pd.Series(
-            [tuple(v) if isinstance(v, list | set | frozenset | np.ndarray) else v for v in raw],
+            [
+                tuple(v) if isinstance(v, list | set | frozenset | np.ndarray) else v
+                for v in raw[firsts]
+            ],
             dtype=object,
         )
-        if len(keys) == 0:
-            return np.zeros(0, np.int64), 0, list(spec.labels), np.zeros((0, len(spec.labels)))
-        inv, uniques = pd.factorize(keys)
+        content, uniques = pd.factorize(keys)
+        inv = content[by_object]
         sets = [_label_set(u) for u in uniques]
         known = set(spec.labels)
         extras = sorted({x for s in sets for x in s} - known)
