@@ -351,30 +351,15 @@ def unique_rows(counts: Any) -> tuple[Any, np.ndarray, np.ndarray]:
     return patterns, inverse.reshape(-1), freq
 
 
-def resample_counts(
-    n_units: int, n_boot: int, rng: np.random.Generator, block: int = 200
-) -> Iterator[np.ndarray]:
-    """Yield blocks of bootstrap weights: how often each unit is drawn in each resample.
-
-    Each row is one resample of ``n_units`` units drawn with replacement; rows are yielded in
-    blocks of at most ``block`` to bound memory.
-    """
-    done = 0
-    while done < n_boot:
-        b = min(block, n_boot - done)
-        draws = rng.integers(0, n_units, size=(b, n_units)) + (np.arange(b) * n_units)[:, None]
-        yield np.bincount(draws.ravel(), minlength=b * n_units).reshape(b, n_units).astype(float)
-        done += b
-
-
 def resample_patterns(
     freq: np.ndarray, n_boot: int, rng: np.random.Generator, block: int = 200
 ) -> Iterator[np.ndarray]:
     """Yield blocks of bootstrap weights per distinct pattern (resamples x patterns).
 
     Drawing n units with replacement, each unit's pattern drawn with probability freq/n, draws
-    the patterns Multinomial(n, freq / n) times: the same resample law as resample_counts
-    summed by pattern, at a cost bounded by the patterns instead of the units.
+    the patterns Multinomial(n, freq / n) times: the same resample law as drawing the units
+    one by one and counting them by pattern (tests/stats/test_agreement.py), at a cost
+    bounded by the patterns instead of the units.
     """
     n = int(np.sum(freq))
     p = np.asarray(freq, dtype=float) / max(n, 1)
@@ -383,15 +368,6 @@ def resample_patterns(
         b = min(block, n_boot - done)
         yield rng.multinomial(n, p, size=b).astype(float)
         done += b
-
-
-def pattern_weights(weights: np.ndarray, inverse: np.ndarray, n_patterns: int) -> np.ndarray:
-    """Sum unit weights (resamples x units) by pattern; units with inverse < 0 are left out."""
-    keep = np.flatnonzero(inverse >= 0)
-    onehot = sparse.csr_matrix(
-        (np.ones(len(keep)), (inverse[keep], keep)), shape=(n_patterns, weights.shape[1])
-    )
-    return np.asarray(onehot @ weights.T).T
 
 
 def percentile_ci(replicates: np.ndarray, conf: float = CI_LEVEL) -> list[float] | None:

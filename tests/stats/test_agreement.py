@@ -30,9 +30,7 @@ from labeling.stats.agreement import (
 from labeling.stats.coefficients import (
     count_features,
     measures_from_sums,
-    pattern_weights,
     percentile_ci,
-    resample_counts,
     resample_patterns,
     unique_rows,
     weighted_sums,
@@ -339,12 +337,10 @@ def test_pattern_resamples_have_the_law_of_work_resamples() -> None:
     patterns, inverse, freq = unique_rows(counts)
     feats = count_features(patterns)
     k, n = counts.shape[1], len(counts)
+    rng = np.random.default_rng(1)  # works drawn one by one, then counted by their pattern
     by_works = np.vstack(
-        [
-            pattern_weights(w, inverse, len(patterns))
-            for w in resample_counts(n, 4000, np.random.default_rng(1))
-        ]
-    )
+        [np.bincount(inverse[rng.integers(0, n, n)], minlength=len(patterns)) for _ in range(4000)]
+    ).astype(float)
     by_patterns = np.vstack(list(resample_patterns(freq, 4000, np.random.default_rng(2))))
     assert (by_patterns.sum(axis=1) == n).all()
     p = freq / n
