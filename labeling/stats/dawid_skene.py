@@ -117,7 +117,7 @@ def _cells(
 
 
 def _m_step(
-    cells: sparse.csr_matrix,
+    cells_t: sparse.csr_matrix,
     post: np.ndarray,
     n_workers: int,
     smoothing: float,
@@ -125,14 +125,16 @@ def _m_step(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Class priors and confusion matrices [worker, true, given] from the posteriors.
 
-    weights: how many items each row of cells and post stands for (None: one each).
+    cells_t: the transpose of _cells (worker x given class, item), made once: a transpose
+    per round cost a third of the rounds' time.
+    weights: how many items each row of post stands for (None: one each).
     """
     k = post.shape[1]
     mass = post if weights is None else post * weights[:, None]
     priors = mass.sum(axis=0) + smoothing
     priors = np.clip(priors / priors.sum(), EPS, None)
     # (worker x given, true) -> [worker, true, given]
-    counts = np.asarray(cells.T @ mass).reshape(n_workers, k, k).transpose(0, 2, 1)
+    counts = np.asarray(cells_t @ mass).reshape(n_workers, k, k).transpose(0, 2, 1)
     counts = np.clip(counts + smoothing, EPS, None)
     return priors, counts / counts.sum(axis=-1, keepdims=True)
 
@@ -174,14 +176,15 @@ def dawid_skene(
     votes = np.asarray(cells @ np.tile(np.eye(n_classes), (n_workers, 1)))
     post = votes / votes.sum(axis=1, keepdims=True)
     w = weights.astype(float)
-    priors, confusion = _m_step(cells, post, n_workers, smoothing, w)
+    cells_t = sparse.csr_matrix(cells.T)
+    priors, confusion = _m_step(cells_t, post, n_workers, smoothing, w)
     converged, rounds = False, 0
     while rounds < max_iter:
         rounds += 1
         log_joint = _log_joint(cells, priors, confusion)
         shifted = np.exp(log_joint - log_joint.max(axis=1, keepdims=True))
         new = shifted / shifted.sum(axis=1, keepdims=True)
-        priors, confusion = _m_step(cells, new, n_workers, smoothing, w)
+        priors, confusion = _m_step(cells_t, new, n_workers, smoothing, w)
         change, post = float(np.abs(new - post).max()), new
         if change < tol:
             converged = True
