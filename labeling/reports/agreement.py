@@ -48,9 +48,12 @@ def long_answers(
 
 
 def coded_long_answers(
-    works: np.ndarray, annotators: np.ndarray, codes: np.ndarray, answers: Sequence[dict[str, Any]],
+    works: np.ndarray,
+    annotators: np.ndarray,
+    codes: np.ndarray,
+    answers: Sequence[dict[str, Any]],
     questions: Sequence[str],
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """long_answers of rows given as codes into distinct answers: the same rows, built with
     array indexing (each distinct answer is looked at once per question, not each row), the
     work and annotator columns as categoricals.

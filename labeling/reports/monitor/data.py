@@ -201,7 +201,9 @@ def _driver_rows(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
     compiled = query.compile(dialect=conn.dialect)
     params = compiled.construct_params()
     bound = tuple(params[k] for k in compiled.positiontup or ()) if compiled.positional else params
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    driver = conn.connection.dbapi_connection
+    assert driver is not None  # a connection in use has its DB-API connection
+    cursor = driver.cursor()
     try:
         cursor.execute(compiled.string, bound)
         return list(cursor.fetchall())
