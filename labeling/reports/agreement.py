@@ -47,6 +47,50 @@ def long_answers(
     )
 
 
+def coded_long_answers(
+    works: np.ndarray,
+    annotators: np.ndarray,
+    codes: np.ndarray,
+    answers: Sequence[dict[str, Any]],
+    questions: Sequence[str],
+) -> pd.DataFrame:
+    """long_answers of rows given as codes into distinct answers: the same rows, built with
+    array indexing (each distinct answer is looked at once per question, not each row), the
+    work and annotator columns as categoricals.
+
+    Args:
+        works, annotators: each row's work id and annotator (object arrays), in order.
+        codes: each row's index into answers.
+        answers: the distinct answers (dicts).
+        questions: the questions, in order.
+    """
+    cols: dict[str, list[Any]] = {"question": [], "value": []}
+    taken = []
+    for q in questions:
+        values = pd.Series([a.get(q, _ABSENT) for a in answers], dtype=object).to_numpy()
+        has = np.fromiter((v is not _ABSENT for v in values), dtype=bool, count=len(values))
+        rows = np.flatnonzero(has[codes]) if len(codes) else np.zeros(0, dtype=np.int64)
+        taken.append(rows)
+        cols["question"].append(np.full(len(rows), q, dtype=object))
+        cols["value"].append(values[codes[rows]])
+    rows = np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
+    out = {
+        k: pd.Series(np.concatenate(v) if v else np.zeros(0, dtype=object), dtype=object)
+        for k, v in cols.items()
+    }
+    # Work and annotator as categoricals (sorted categories), coded once on the rows: every
+    # report factorizes them again, and a categorical factorizes from its codes.
+    for name, column in (("work_id", works), ("annotator", annotators)):
+        codes_of, uniques = pd.factorize(np.asarray(column, dtype=object))
+        order = np.argsort(np.asarray(uniques, dtype=object), kind="stable")
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        out[name] = pd.Series(
+            pd.Categorical.from_codes(rank[codes_of][rows], categories=uniques[order])
+        )
+    return pd.DataFrame({k: out[k] for k in ("work_id", "annotator", "question", "value")})
+
+
 def answers_long(engine: Engine, campaign_id: int | None, questions: Sequence[str]) -> pd.DataFrame:
     """Each annotator's current answers (skips left out) as long_answers, ordered by campaign,
     work and annotator (multi-label values as lists)."""

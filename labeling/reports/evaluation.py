@@ -12,25 +12,22 @@ lead can judge that assumption (disputed works are rarely missing at random).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Engine, select
+import orjson
+from sqlalchemy import Engine, Text, cast, select
 
 from db.engine import read_session
 from db.models import CampaignItem, Work
 from labeling.review.campaigns import CampaignInfo, get_campaign
 from labeling.review.validation import campaign_questions
 from labeling.schema import Question, Schema
-from labeling.stats.estimates import (
-    design_groups,
-    estimability,
-    precision_recall,
-    stratified_prevalence,
-)
+from labeling.stats.estimates import design_groups, estimability, stratified_prevalence
 from labeling.stats.machine_arrays import MEMO, encode, layout
 from labeling.stats.machines import compare, human_value, systems
+from labeling.stats.ratios import precision_recall_many
 from labeling.vocabulary import STATUS_VALIDATED
 
 ALL = "all"
@@ -71,10 +68,25 @@ class Validated:
     ids: list[str]
     finals: list[dict[str, Any]]
     matrix: np.ndarray
+    texts: list[str | None] = field(default_factory=list)  # the final answers' JSON text
+    _humans: dict[str, list[Any]] = field(default_factory=dict, repr=False)
+
+    def humans(self, question: Question) -> list[Any]:
+        """Each work's final answer to a question in comparable form (machines.human_value),
+        computed once for the machines and the estimates."""
+        if question.name not in self._humans:
+            self._humans[question.name] = [
+                human_value(question, f.get(question.name)) for f in self.finals
+            ]
+        return self._humans[question.name]
 
     def position(self) -> dict[str, int]:
         """Row of each work id."""
         return {w: i for i, w in enumerate(self.ids)}
+
+    def final_texts(self) -> dict[str, str | None]:
+        """Each work's final answers as the database's JSON text (what labels compare to)."""
+        return dict(zip(self.ids, self.texts, strict=True))
 
 
 def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> Validated:
@@ -85,8 +97,10 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
         schema: the schema the records are encoded under.
         campaign_id: the campaign whose queue holds the works; None = every validated work.
     """
+    # The answers as text, parsed here: the Monitor compares labels to the text itself. Read
+    # through the connection: the ORM session's result processing is not needed here.
     query = (
-        select(Work.id, Work.record_hash, Work.final_answers)
+        select(Work.id, Work.record_hash, cast(Work.final_answers, Text))
         .where(Work.status == STATUS_VALIDATED)
         .order_by(Work.id)
     )
@@ -95,9 +109,12 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
             CampaignItem.campaign_id == campaign_id
         )
     with read_session(engine) as session:
-        rows = session.execute(query).all()
-    matrix = encoded_records(engine, schema, [r[0] for r in rows], [r[1] for r in rows])
-    return Validated([r[0] for r in rows], [dict(r[2] or {}) for r in rows], matrix)
+        rows = session.connection().execute(query).all()
+    ids = [r[0] for r in rows]
+    texts: list[str | None] = [r[2] for r in rows]
+    matrix = encoded_records(engine, schema, ids, [r[1] for r in rows])
+    finals = [dict(orjson.loads(t) or {}) if t else {} for t in texts]
+    return Validated(ids, finals, matrix, texts)
 
 
 def machine_report(
@@ -119,7 +136,9 @@ def machine_report(
     info = _campaign(engine, campaign) if campaign is not None else None
     v = validated or validated_works(engine, schema, info.id if info else None)
     questions = [q.name for q in campaign_questions(info, schema)] if info else None
-    report = compare(schema, [(f, None) for f in v.finals], questions, encoded=v.matrix)
+    report = compare(
+        schema, [(f, None) for f in v.finals], questions, encoded=v.matrix, humans=v.humans
+    )
     report["campaign"] = info.name if info else None
     return report
 
@@ -145,7 +164,7 @@ def drawn_items(engine: Engine, campaign_id: int) -> list[Any]:
         .order_by(CampaignItem.position)
     )
     with read_session(engine) as session:
-        return list(session.execute(query))
+        return list(session.connection().execute(query))
 
 
 def _question_estimates(
@@ -165,14 +184,13 @@ def _question_estimates(
         y = arrays.human[:, j].astype(int)
         prev = stratified_prevalence(y, strata, population, groups=groups)
         entry: dict[str, Any] = {**prev.as_dict(), "systems": {}}
-        for name, source in names.items():
-            sa = arrays.systems[name]
-            keep = np.flatnonzero(sa.present)
-            r = sa.calls[keep, j].astype(int)
-            pr = precision_recall(y[keep], r, strata[keep], population, groups=groups[keep])
+        # Every system's precision and recall of this label in one batch (ratios.py).
+        rules = [(arrays.systems[n].present, arrays.systems[n].calls[:, j]) for n in names]
+        batch = precision_recall_many(y, rules, groups, population)
+        for (name, source), pr in zip(names.items(), batch, strict=True):
             entry["systems"][name] = {
                 "source": source,
-                "n": len(keep),
+                "n": int(arrays.systems[name].present.sum()),
                 **{k: v.as_dict() for k, v in pr.items()},
             }
         out["labels"][lab] = entry
@@ -220,7 +238,8 @@ def frame_estimates(
         per_stratum[s]["validated"] += 1
     questions: dict[str, Any] = {}
     for q in campaign_questions(info, schema):
-        humans = [human_value(q, f.get(q.name)) for _, f in finals]
+        every = v.humans(q)
+        humans = [every[i] for _, i in chosen]
         rows_of = [i for i, h in enumerate(humans) if h is not None]
         units = [(strata[i], humans[i]) for i in rows_of]
         questions[q.name] = _question_estimates(q, units, matrix[rows_of], schema, population)

@@ -54,10 +54,13 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+CURRENT = "current_only"  # attrs flag: the rows are already each annotator's current label
+
+
 def latest_only(labels: pd.DataFrame) -> pd.DataFrame:
     """Each annotator's current (highest) version per work."""
-    if labels.empty:
-        return labels
+    if labels.empty or labels.attrs.get(CURRENT):
+        return labels  # the Monitor's label_rows hold current versions only: no regrouping
     top = labels.groupby(["work_id", "user_id"])["version"].transform("max")
     return labels[labels["version"] == top]
 

@@ -27,6 +27,7 @@ and ``majority`` (vote shares). Choices, in one place:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -54,29 +55,70 @@ def _answer(kind: str, value: Any) -> Any:
     return str(value)
 
 
-def _present(value: Any) -> bool:
-    """Whether a long-table value is an answer (None and NaN are not)."""
-    return value is not None and not (isinstance(value, float) and np.isnan(value))
+@dataclass
+class _Long:
+    """The long table as integer codes: works and annotators numbered in sorted order."""
+
+    works: np.ndarray  # sorted distinct work ids
+    work: np.ndarray  # each row's index into works
+    names: np.ndarray  # sorted distinct annotators
+    who: np.ndarray  # each row's index into names
+    values: np.ndarray  # each row's value (object)
+    answered: np.ndarray  # each row holds an answer (None and NaN do not)
+    groups: dict[Any, np.ndarray]  # question -> its rows
 
 
-def _question_rows(long: pd.DataFrame, name: str, kind: str) -> pd.DataFrame:
-    """A question's answers (work_id, annotator, value), the last of duplicates kept."""
-    rows = long[long["question"] == name]
-    rows = rows[np.array([_present(v) for v in rows["value"]], dtype=bool)]
-    rows = rows.drop_duplicates(["work_id", "annotator"], keep="last")
-    return pd.DataFrame(
-        {
-            "work_id": rows["work_id"].to_numpy(dtype=object),
-            "annotator": rows["annotator"].to_numpy(dtype=object),
-            "value": [_answer(kind, v) for v in rows["value"]],
-        }
-    )
+def _sorted_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of a column numbered in the sorted order of its distinct values, and those values."""
+    codes, uniques = pd.factorize(column)  # a categorical column: from its codes
+    uniques = np.asarray(uniques, dtype=object)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[codes], uniques[order]
+
+
+def _coded(long: pd.DataFrame) -> _Long:
+    """The long table's columns coded once for every question (hashing, never Python loops)."""
+    work, works = _sorted_codes(long["work_id"])
+    who, names = _sorted_codes(long["annotator"])
+    values = long["value"].to_numpy(dtype=object)
+    groups = long.groupby("question", sort=False).indices
+    return _Long(works, work, names, who, values, ~pd.isna(values), groups)
+
+
+def _question_rows(coded: _Long, name: str) -> np.ndarray:
+    """A question's answered rows, the last of duplicate (work, annotator) rows kept, in order."""
+    rows = np.asarray(coded.groups.get(name, np.zeros(0, dtype=np.int64)), dtype=np.int64)
+    rows = rows[coded.answered[rows]]
+    key = coded.work[rows] * len(coded.names) + coded.who[rows]
+    _, last = np.unique(key[::-1], return_index=True)
+    return np.sort(rows[len(rows) - 1 - last])
+
+
+def _answer_codes(kind: str, values: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+    """Each value's code into its distinct answers (_answer forms, in order of first meeting)."""
+    if pd.api.types.infer_dtype(values, skipna=False) == "string":
+        raw, uniques = pd.factorize(values)  # plain strings: hashed in C
+        forms = [_answer(kind, u) for u in uniques]
+    else:
+        # By object first: the long table repeats one object per distinct answer (lists are
+        # not hashable, and hashing 100,000 of them as tuples costs more than all the rest).
+        ids = np.fromiter(map(id, values), dtype=np.int64, count=len(values))
+        raw = pd.factorize(ids)[0]
+        firsts = np.unique(raw, return_index=True)[1]  # codes are 0..n-1 in meeting order
+        forms = [_answer(kind, values[i]) for i in firsts]
+    # Distinct raw values may share a form (True and "yes"): number the forms themselves.
+    index: dict[Any, int] = {}
+    form_code = np.array([index.setdefault(f, len(index)) for f in forms], dtype=np.int64)
+    return form_code[raw] if len(raw) else np.zeros(0, dtype=np.int64), list(index)
 
 
 def _classes(values: Sequence[Any], order: Sequence[str]) -> list[str]:
     """The classes met, in the given order, then unknown ones as first met."""
     met = list(dict.fromkeys(values))
-    return [c for c in order if c in set(met)] + [c for c in met if c not in set(order)]
+    known, given = set(met), set(order)
+    return [c for c in order if c in known] + [c for c in met if c not in given]
 
 
 def _fit(
@@ -102,16 +144,20 @@ def _task(
     method: str,
     items: np.ndarray,
     workers: np.ndarray,
-    values: Sequence[str],
+    values: tuple[np.ndarray, Sequence[str]],
     order: Sequence[str],
     n_items: int,
     names: Sequence[str],
     max_iter: int,
 ) -> dict[str, Any]:
-    """Fit one categorical task; its JSON block plus the arrays the caller needs."""
-    classes = _classes(values, order)
+    """Fit one categorical task; its JSON block plus the arrays the caller needs.
+
+    values: each answer's code into the distinct values met (in order of first meeting).
+    """
+    codes, met = values
+    classes = _classes(met, order)
     code = {c: i for i, c in enumerate(classes)}
-    labels = np.fromiter((code[v] for v in values), dtype=np.int64, count=len(values))
+    labels = np.array([code[v] for v in met], dtype=np.int64)[codes]
     fit, scoring = _fit(method, items, workers, labels, n_items, len(names), len(classes), max_iter)
     right = scoring[items, labels]  # each answer's probability of being the true class
     n = np.bincount(workers, minlength=len(names))
@@ -154,18 +200,19 @@ def _rounded(values: np.ndarray) -> list[Any]:
 
 
 def _question(
-    method: str, q: Any, rows: pd.DataFrame, with_works: bool, max_iter: int
+    method: str, q: Any, coded: _Long, rows: np.ndarray, with_works: bool, max_iter: int
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One question's report block, and per work its answer, posterior and distribution."""
-    works, items = np.unique(rows["work_id"].to_numpy(dtype=object), return_inverse=True)
-    names, workers = np.unique(rows["annotator"].to_numpy(dtype=object), return_inverse=True)
-    names_list = [str(x) for x in names]
+    work_codes, items = np.unique(coded.work[rows], return_inverse=True)
+    works = coded.works[work_codes]
+    who_codes, workers = np.unique(coded.who[rows], return_inverse=True)
+    names_list = [str(x) for x in coded.names[who_codes]]
     counts = np.bincount(items, minlength=len(works))
-    values = list(rows["value"])
+    codes, met = _answer_codes(q.kind, coded.values[rows])
     block: dict[str, Any] = {"kind": q.kind, "n_works": len(works), "n_labels": len(rows)}
     if q.kind != "multi":
         order = YES_NO if q.kind == "binary" else tuple(q.labels)
-        t = _task(method, items, workers, values, order, len(works), names_list, max_iter)
+        t = _task(method, items, workers, (codes, met), order, len(works), names_list, max_iter)
         block.update(t["block"])
         right = t["right"]
         classes = t["classes"]
@@ -190,13 +237,18 @@ def _question(
             }
         )
     else:
-        met = sorted({lab for v in values for lab in v} - set(q.labels))
+        extra = sorted({lab for v in met for lab in v} - set(q.labels))
         right = np.ones(len(rows))
         block["labels"] = {}
         fits = {}
-        for lab in [*q.labels, *met]:
-            yes_no = [YES_NO[0] if lab in v else YES_NO[1] for v in values]
-            t = _task(method, items, workers, yes_no, YES_NO, len(works), names_list, max_iter)
+        for lab in [*q.labels, *extra]:
+            yes = np.array([lab in v for v in met], dtype=bool)[codes]
+            # the classes met: "yes" where any answer has the label, "no" where any lacks it
+            seen = [c for c, hit in zip(YES_NO, (yes.any(), (~yes).any()), strict=True) if hit]
+            lab_codes = np.where(yes, 0, 1 if yes.any() else 0)  # indexes into seen
+            t = _task(
+                method, items, workers, (lab_codes, seen), YES_NO, len(works), names_list, max_iter
+            )
             block["labels"][lab] = t["block"]
             right = right * t["right"]
             fits[lab] = t
@@ -237,8 +289,7 @@ def _question(
             for w, who in enumerate(names_list)
             if n[w]
         }
-    answers = pd.DataFrame({"annotator": [names_list[w] for w in workers], "right": right})
-    return block, {"works": per_work, "answers": answers}
+    return block, {"works": per_work, "who": who_codes[workers], "right": right}
 
 
 def aggregate(
@@ -268,15 +319,25 @@ def aggregate(
         raise ValueError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
     blocks: dict[str, Any] = {}
     works: dict[str, dict[str, Any]] = {}
-    answers = []
+    coded = _coded(long)
+    n_names = len(coded.names)
+    # Per annotator over every question: answers, their summed probability of being right,
+    # and the questions answered (in question order).
+    n_all, right_all = np.zeros(n_names), np.zeros(n_names)
+    asked: list[tuple[str, np.ndarray]] = []
+    labelled = []
     for q in questions:
-        rows = _question_rows(long, q.name, q.kind)
-        if rows.empty:
+        rows = _question_rows(coded, q.name)
+        if len(rows) == 0:
             blocks[q.name] = {"kind": q.kind, "n_works": 0, "n_labels": 0, "annotators": {}}
             continue
-        block, got = _question(method, q, rows, with_works, max_iter)
+        block, got = _question(method, q, coded, rows, with_works, max_iter)
         blocks[q.name] = block
-        answers.append(got["answers"].assign(question=q.name))
+        labelled.append(coded.work[rows] * n_names + coded.who[rows])
+        n_q = np.bincount(got["who"], minlength=n_names)
+        n_all += n_q
+        right_all += np.bincount(got["who"], weights=got["right"], minlength=n_names)
+        asked.append((q.name, n_q > 0))
         for w, entry in got["works"].items():
             out = works.setdefault(
                 str(w),
@@ -292,30 +353,26 @@ def aggregate(
             out["answers"][q.name] = entry["answer"]
             out["posteriors"][q.name] = entry["posterior"]
             out["distributions"][q.name] = entry["distribution"]
-    pooled = (
-        pd.concat(answers, ignore_index=True)
-        if answers
-        else pd.DataFrame(columns=["annotator", "right", "question"])
-    )
     annotators = []
-    for who, mine in pooled.groupby("annotator", sort=True):
+    for w in np.flatnonzero(n_all):
+        who = str(coded.names[w])
         annotators.append(
             {
-                "annotator": str(who),
-                "accuracy": _num(mine["right"].mean()),
-                "n": len(mine),
-                "questions": {
-                    q: blocks[q]["annotators"][str(who)] for q in dict.fromkeys(mine["question"])
-                },
+                "annotator": who,
+                "accuracy": _num(right_all[w] / n_all[w]),
+                "n": int(n_all[w]),
+                "questions": {q: blocks[q]["annotators"][who] for q, has in asked if has[w]},
             }
         )
-    answered = np.array([_present(v) for v in long["value"]], dtype=bool)
-    answered &= long["question"].isin([q.name for q in questions]).to_numpy(dtype=bool)
-    labelled = long.loc[answered, ["work_id", "annotator"]].drop_duplicates()
+    # Distinct (work, annotator) pairs and works, marked in arrays as long as the codes go.
+    seen = np.zeros(len(coded.works) * n_names, dtype=bool)
+    for keys in labelled:
+        seen[keys] = True
+    pairs = np.flatnonzero(seen)
     return {
         "method": method,
-        "n_works": int(labelled["work_id"].nunique()),
-        "n_labels": len(labelled),
+        "n_works": int(seen.reshape(len(coded.works), n_names).any(axis=1).sum()) if n_names else 0,
+        "n_labels": int(len(pairs)),
         "questions": blocks,
         "works": [works[w] for w in sorted(works)],
         "annotators": annotators,

@@ -14,8 +14,9 @@ schema is a list of ``QuestionSpec``. Choices, in one place:
   order = value order, values 1..K); binary and per-label alphas are the same at every level,
   and the question-level alpha of a multi-label question treats each distinct label *set* as
   one nominal value. When the package would need more than ``PACKAGE_CELL_BUDGET`` cells
-  (units x values^2, e.g. many distinct label sets) the vectorised coincidence-matrix version
-  (tested equal to the package) gives the point estimate instead.
+  (units x values^2: large campaigns, or many distinct label sets) the vectorised
+  coincidence-matrix version (tested equal to the package to 1e-10) gives the point estimate
+  instead, from the distinct count patterns that the bootstrap uses.
 - Fleiss' kappa: statsmodels when every work of the question has the same number (>= 2) of
   labels (and the values fit a dense table, <= ``SPARSE_FROM``); otherwise the generalisation to
   varying raters (irrCAC fleiss.kappa.raw), which equals Fleiss' formula when raters are equal
@@ -33,10 +34,15 @@ schema is a list of ``QuestionSpec``. Choices, in one place:
   listed with kappa None.
   Pairs that share fewer works are listed in ``pairs_left_out`` with n and the reason; pairs
   with no work in common are not pairs.
-- Bootstrap: works of a question resampled with replacement ``n_boot`` times (seeded; questions
-  answered on the same works share the resamples), 95% percentile intervals for alpha and Fleiss'
-  kappa; replicates where the coefficient is undefined are left out, and the interval is None
-  when fewer than half are defined.
+- Bootstrap: works of a question resampled with replacement ``n_boot`` times (seeded per
+  question), 95% percentile intervals for alpha and Fleiss' kappa; replicates where the
+  coefficient is undefined are left out, and the interval is None when fewer than half are
+  defined. Every coefficient is a function of how many works of each distinct count pattern
+  (the labels a work received, as counts per value) a resample holds, and drawing n works with
+  replacement draws the patterns Multinomial(n, pattern frequency / n) times: each resample
+  is drawn that way (``resample_patterns``), the same resample law at a cost bounded by the
+  patterns (a few hundred) instead of the works (50,000 works x 200 replicates: 10 million
+  draws and a product with a works x patterns matrix before, 200 multinomials now).
 - Values not in the schema are kept, as extra labels after the schema's (never dropped).
 - Undefined measures are None, never NaN.
 """
@@ -66,10 +72,9 @@ from labeling.stats.coefficients import (
     krippendorff_alpha,
     measures_from_sums,
     package_alpha_from_counts,
-    pattern_weights,
     percent_agreement_from_counts,
     percentile_ci,
-    resample_counts,
+    resample_patterns,
     unique_rows,
     weighted_sums,
 )
@@ -91,7 +96,10 @@ __all__ = [
 KINDS = ("single", "binary", "multi")
 BINARY_LABELS = ("yes", "no")
 _BINARY_WORDS = {"yes": "yes", "no": "no", "true": "yes", "false": "no"}
-PACKAGE_CELL_BUDGET = 20_000_000
+# The package builds a units x values x values array on every call: on 50,000 works its 41
+# calls (6 questions and their labels) took 1.3 s of the large bench's report. Above this the
+# vectorised alpha (equal to the package's, tested) is computed on the distinct patterns.
+PACKAGE_CELL_BUDGET = 100_000
 SPARSE_FROM = 64  # more distinct values than this: sparse count matrices
 REQUIRED_COLUMNS = ("work_id", "annotator", "question", "value")
 MIN_PAIR_N = 2  # Cohen's kappa of a pair needs two common works at least
@@ -160,13 +168,21 @@ def _label_set(value: Any) -> tuple[str, ...]:
 def _encode_values(spec: QuestionSpec, raw: np.ndarray) -> tuple[np.ndarray, int, list, np.ndarray]:
     """Value codes of one question's answers: (codes, n_values, label names, membership)."""
     if spec.kind == "multi":
+        if len(raw) == 0:
+            return np.zeros(0, np.int64), 0, list(spec.labels), np.zeros((0, len(spec.labels)))
+        # Objects first (a long table often repeats one list object per distinct answer),
+        # then their contents: the same codes as factorizing every answer as a tuple.
+        by_object, _ = pd.factorize(np.fromiter(map(id, raw), dtype=np.int64, count=len(raw)))
+        firsts = np.unique(by_object, return_index=True)[1]
         keys = pd.Series(
-            [tuple(v) if isinstance(v, list | set | frozenset | np.ndarray) else v for v in raw],
+            [
+                tuple(v) if isinstance(v, list | set | frozenset | np.ndarray) else v
+                for v in raw[firsts]
+            ],
             dtype=object,
         )
-        if len(keys) == 0:
-            return np.zeros(0, np.int64), 0, list(spec.labels), np.zeros((0, len(spec.labels)))
-        inv, uniques = pd.factorize(keys)
+        content, uniques = pd.factorize(keys)
+        inv = content[by_object]
         sets = [_label_set(u) for u in uniques]
         known = set(spec.labels)
         extras = sorted({x for s in sets for x in s} - known)
@@ -235,8 +251,7 @@ class _QuestionStats:
         local, self.works = pd.factorize(enc.units)
         raw = _count_matrix(local, enc.values, len(self.works), enc.n_values)
         self.level = level if spec.kind == "single" else "nominal"
-        patterns, self.inverse, freq = unique_rows(raw)
-        self.n_patterns = patterns.shape[0]
+        patterns, _, self.freq = unique_rows(raw)
         blocks_raw = [raw, *_label_matrices(raw, enc.membership)]
         blocks_pat = [patterns, *_label_matrices(patterns, enc.membership)]
         self.levels = [self.level] + ["nominal"] * (len(blocks_raw) - 1)
@@ -254,7 +269,7 @@ class _QuestionStats:
         for block, feats, k, lv, vals in zip(
             blocks_raw, self.features, self.ks, self.levels, self.values, strict=True
         ):
-            sums0 = weighted_sums(freq[None, :].astype(float), feats)
+            sums0 = weighted_sums(self.freq[None, :].astype(float), feats)
             got = measures_from_sums(sums0, k, lv, vals)
             fleiss = finite_or_none(got["fleiss"][0])
             if equal and not sparse.issparse(block):
@@ -271,9 +286,8 @@ class _QuestionStats:
             {"alpha": [], "fleiss": []} for _ in blocks_raw
         ]
 
-    def add_resamples(self, unit_weights: np.ndarray) -> None:
-        """Add one block of bootstrap resamples (resamples x works weights)."""
-        per_pattern = pattern_weights(unit_weights, self.inverse, self.n_patterns)
+    def add_resamples(self, per_pattern: np.ndarray) -> None:
+        """Add one block of bootstrap resamples (resamples x patterns weights)."""
         for i, feats in enumerate(self.features):
             sums = weighted_sums(per_pattern, feats)
             got = measures_from_sums(sums, self.ks[i], self.levels[i], self.values[i])
@@ -415,22 +429,12 @@ def _report(
         kept, dropped = _pairs(spec, enc, rater_names, min_n)
         pairs.extend(kept)
         left_out.extend(dropped)
-    # Questions answered on exactly the same works share their resamples.
-    shared: list[list[_QuestionStats]] = []
-    for st in stats:
-        for group in shared:
-            if np.array_equal(group[0].works, st.works):
-                group.append(st)
-                break
-        else:
-            shared.append([st])
-    for g, group in enumerate(shared):
-        if len(group[0].works) == 0:
+    for i, st in enumerate(stats):
+        if len(st.works) == 0:
             continue
-        rng = np.random.default_rng([seed, g])
-        for unit_weights in resample_counts(len(group[0].works), n_boot, rng):
-            for st in group:
-                st.add_resamples(unit_weights)
+        rng = np.random.default_rng([seed, i])
+        for per_pattern in resample_patterns(st.freq, n_boot, rng):
+            st.add_resamples(per_pattern)
     report = {
         "questions": {st.spec.name: st.result() for st in stats},
         "pairs": pairs,

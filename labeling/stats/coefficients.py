@@ -351,29 +351,23 @@ def unique_rows(counts: Any) -> tuple[Any, np.ndarray, np.ndarray]:
     return patterns, inverse.reshape(-1), freq
 
 
-def resample_counts(
-    n_units: int, n_boot: int, rng: np.random.Generator, block: int = 200
+def resample_patterns(
+    freq: np.ndarray, n_boot: int, rng: np.random.Generator, block: int = 200
 ) -> Iterator[np.ndarray]:
-    """Yield blocks of bootstrap weights: how often each unit is drawn in each resample.
+    """Yield blocks of bootstrap weights per distinct pattern (resamples x patterns).
 
-    Each row is one resample of ``n_units`` units drawn with replacement; rows are yielded in
-    blocks of at most ``block`` to bound memory.
+    Drawing n units with replacement, each unit's pattern drawn with probability freq/n, draws
+    the patterns Multinomial(n, freq / n) times: the same resample law as drawing the units
+    one by one and counting them by pattern (tests/stats/test_agreement.py), at a cost
+    bounded by the patterns instead of the units.
     """
+    n = int(np.sum(freq))
+    p = np.asarray(freq, dtype=float) / max(n, 1)
     done = 0
     while done < n_boot:
         b = min(block, n_boot - done)
-        draws = rng.integers(0, n_units, size=(b, n_units)) + (np.arange(b) * n_units)[:, None]
-        yield np.bincount(draws.ravel(), minlength=b * n_units).reshape(b, n_units).astype(float)
+        yield rng.multinomial(n, p, size=b).astype(float)
         done += b
-
-
-def pattern_weights(weights: np.ndarray, inverse: np.ndarray, n_patterns: int) -> np.ndarray:
-    """Sum unit weights (resamples x units) by pattern; units with inverse < 0 are left out."""
-    keep = np.flatnonzero(inverse >= 0)
-    onehot = sparse.csr_matrix(
-        (np.ones(len(keep)), (inverse[keep], keep)), shape=(n_patterns, weights.shape[1])
-    )
-    return np.asarray(onehot @ weights.T).T
 
 
 def percentile_ci(replicates: np.ndarray, conf: float = CI_LEVEL) -> list[float] | None:
@@ -408,12 +402,12 @@ def bootstrap_from_counts(
     check_level(level)
     c = np.asarray(counts)
     k = c.shape[1]
-    patterns, inverse, _ = unique_rows(c)
+    patterns, _, freq = unique_rows(c)
     feats = count_features(patterns, outer=level != "nominal")
     reps: dict[str, list[np.ndarray]] = {m: [] for m in MEASURES}
     rng = np.random.default_rng(seed)
-    for weights in resample_counts(len(c), n_boot, rng):
-        sums = weighted_sums(pattern_weights(weights, inverse, len(patterns)), feats)
+    for weights in resample_patterns(freq, n_boot, rng):
+        sums = weighted_sums(weights, feats)
         for name, arr in measures_from_sums(sums, k, level, value_domain).items():
             reps[name].append(arr)
     return {m: percentile_ci(np.concatenate(v)) if v else None for m, v in reps.items()}

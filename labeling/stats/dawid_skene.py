@@ -27,6 +27,12 @@ rounds, crowd-kit 1.4.2's posteriors and this module's agreed to 1e-10 on simula
 
 Inputs are parallel integer arrays, one entry per label: ``items`` (0..n_items-1),
 ``workers`` (0..n_workers-1), ``labels`` (0..n_classes-1). Every item needs one label or more.
+
+Items whose labels are the same (the same annotators gave the same labels) have the same
+posterior in every round, so EM runs on the distinct label patterns weighted by how many items
+share each: the same fixed point and the same stopping rule (the largest change over patterns
+is the largest over items), in rounds that cost the patterns (a few thousand at most with ten
+annotators) instead of the items (50,000 works, 100,000 labels: 23 s -> under a second).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
+
+from labeling.stats.coefficients import unique_rows
 
 EPS = 1e-10  # crowd-kit's floor for probabilities before a log
 MAX_ITER = 500  # weakly identified data (2 labels a work, 13 classes) may need more: flagged
@@ -109,14 +117,24 @@ def _cells(
 
 
 def _m_step(
-    cells: sparse.csr_matrix, post: np.ndarray, n_workers: int, smoothing: float
+    cells_t: sparse.csr_matrix,
+    post: np.ndarray,
+    n_workers: int,
+    smoothing: float,
+    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Class priors and confusion matrices [worker, true, given] from the posteriors."""
+    """Class priors and confusion matrices [worker, true, given] from the posteriors.
+
+    cells_t: the transpose of _cells (worker x given class, item), made once: a transpose
+    per round cost a third of the rounds' time.
+    weights: how many items each row of post stands for (None: one each).
+    """
     k = post.shape[1]
-    priors = post.sum(axis=0) + smoothing
+    mass = post if weights is None else post * weights[:, None]
+    priors = mass.sum(axis=0) + smoothing
     priors = np.clip(priors / priors.sum(), EPS, None)
     # (worker x given, true) -> [worker, true, given]
-    counts = np.asarray(cells.T @ post).reshape(n_workers, k, k).transpose(0, 2, 1)
+    counts = np.asarray(cells_t @ mass).reshape(n_workers, k, k).transpose(0, 2, 1)
     counts = np.clip(counts + smoothing, EPS, None)
     return priors, counts / counts.sum(axis=-1, keepdims=True)
 
@@ -150,21 +168,28 @@ def dawid_skene(
         smoothing: pseudo-count added to every confusion cell and class count (0: plain MLE).
     """
     items, workers, labels = (np.asarray(x, dtype=np.int64) for x in (items, workers, labels))
-    cells = _cells(items, workers, labels, n_items, n_workers, n_classes)
-    post = vote_shares(items, labels, n_items, n_classes)
-    priors, confusion = _m_step(cells, post, n_workers, smoothing)
+    cells, inverse, weights = unique_rows(
+        _cells(items, workers, labels, n_items, n_workers, n_classes)
+    )
+    cells = sparse.csr_matrix(cells, dtype=float)
+    # A pattern's votes per class: its cells summed over the workers.
+    votes = np.asarray(cells @ np.tile(np.eye(n_classes), (n_workers, 1)))
+    post = votes / votes.sum(axis=1, keepdims=True)
+    w = weights.astype(float)
+    cells_t = sparse.csr_matrix(cells.T)
+    priors, confusion = _m_step(cells_t, post, n_workers, smoothing, w)
     converged, rounds = False, 0
     while rounds < max_iter:
         rounds += 1
         log_joint = _log_joint(cells, priors, confusion)
         shifted = np.exp(log_joint - log_joint.max(axis=1, keepdims=True))
         new = shifted / shifted.sum(axis=1, keepdims=True)
-        priors, confusion = _m_step(cells, new, n_workers, smoothing)
+        priors, confusion = _m_step(cells_t, new, n_workers, smoothing, w)
         change, post = float(np.abs(new - post).max()), new
         if change < tol:
             converged = True
             break
-    return Fit(post, confusion, priors, rounds, converged)
+    return Fit(post[inverse], confusion, priors, rounds, converged)
 
 
 def majority(

@@ -271,20 +271,28 @@ def label_counts(human: np.ndarray, calls: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
+def human_codes(question: Question, humans: Sequence[Any] | np.ndarray) -> np.ndarray:
+    """Each human label's index in the question's labels (-1 outside the schema)."""
+    index = {lab: j for j, lab in enumerate(question.labels)}
+    return np.array([index.get(x, -1) for x in humans], dtype=int)
+
+
 def confusion(
-    question: Question, humans: Sequence[Any], codes: np.ndarray
+    question: Question, humans: Sequence[Any] | np.ndarray, codes: np.ndarray
 ) -> tuple[np.ndarray, int, int, int]:
     """Confusion counts (rows human label, columns labels then no call), known n, correct,
     no calls; works whose human label or call is outside the schema are not counted.
 
     Args:
         question: a single-choice question.
-        humans: the human label of each work.
+        humans: the human label of each work, or their human_codes.
         codes: each work's call: label index, -1 no call, len(labels) a label outside.
     """
     k = len(question.labels) + 1
-    index = {lab: j for j, lab in enumerate(question.labels)}
-    h = np.array([index.get(x, -1) for x in humans], dtype=int)
+    if isinstance(humans, np.ndarray) and humans.dtype.kind == "i":
+        h = humans  # already the labels' indexes (human_codes)
+    else:
+        h = human_codes(question, humans)
     p = np.where(codes == -1, k - 1, np.where(codes < k - 1, codes, -1)).astype(int)
     known = (h >= 0) & (p >= 0)
     matrix = np.bincount(h[known] * k + p[known], minlength=k * k).reshape(k, k)

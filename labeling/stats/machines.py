@@ -18,8 +18,9 @@ every number carries the n it rests on. Choices, in one place:
 - Single choice: scikit-learn confusion matrix, rows = human label, columns = the schema's
   labels then "(no call)"; accuracy with a Wilson interval.
 - Calibration of each teacher's score per label (and pooled over the labels of a question):
-  Brier score (scikit-learn) and a reliability table over equal-width bins of [0, 1] (mean
-  score, observed rate with a Wilson interval, n), empty bins left out.
+  Brier score (the mean squared difference, equal to scikit-learn's) and a reliability
+  table over equal-width bins of [0, 1] (mean score, observed rate with a Wilson interval, n),
+  empty bins left out.
 - The record's ``machine_scores`` (score_opus, score_gpt: they rank works, they assert no
   category) are read against "the human chose at least one label" of the first multi-label
   question asked: ROC AUC (scikit-learn; None with one class only), Brier and reliability.
@@ -27,12 +28,11 @@ every number carries the n it rests on. Choices, in one place:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import sklearn
-from sklearn.metrics import brier_score_loss, roc_auc_score
+from sklearn.metrics import roc_auc_score
 
 from labeling.numbers import finite_or_none, is_finite_number
 from labeling.schema import Question, Schema, get_path
@@ -43,6 +43,7 @@ from labeling.stats.machine_arrays import (
     confusion,
     encode,
     encode_records,
+    human_codes,
     label_counts,
     layout,
     wilson_many,
@@ -175,9 +176,11 @@ def reliability(
     s, t = np.asarray(scores, dtype=float), np.asarray(y, dtype=int)
     if len(s) == 0:
         return {"n": 0, "brier": None, "bins": []}
-    # The inputs are checked here: scikit-learn's own validation only costs time.
-    with sklearn.config_context(skip_parameter_validation=True, assume_finite=True):
-        brier = brier_score_loss(t, s, pos_label=1)
+    # scikit-learn's brier_score_loss, in its own arithmetic (two columns, halved: the same
+    # bits, tests/stats/test_machines.py); its input checks cost 8 ms a call, 0.7 s for the
+    # 90 calls of a large report.
+    y = t.astype(float)
+    brier = 0.5 * float(np.mean(((1 - y) - (1 - s)) ** 2 + (y - s) ** 2))
     idx = np.minimum((s * n_bins).astype(int), n_bins - 1)
     ns = np.bincount(idx, minlength=n_bins)
     ks = np.bincount(idx, weights=t, minlength=n_bins).astype(int)
@@ -251,6 +254,7 @@ def compare_question(
     *,
     schema: Schema | None = None,
     encoded: np.ndarray | None = None,
+    humans: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """Every system against the human answer on one question.
 
@@ -262,6 +266,8 @@ def compare_question(
         schema: the schema the records are encoded under (default: this question alone).
         encoded: the works' encoded records (machine_arrays.encode_record), one row per pair;
             computed from the records when not given.
+        humans: each work's human_value when already known (then pairs may be empty, with
+            encoded given).
     """
     pairs = list(pairs)
     schema = schema or Schema(
@@ -269,7 +275,8 @@ def compare_question(
     )
     if encoded is None:
         encoded = encode_records(schema, [r or {} for _, r in pairs])
-    humans = [human_value(question, a) for a, _ in pairs]
+    if humans is None:
+        humans = [human_value(question, a) for a, _ in pairs]
     rows = [i for i, h in enumerate(humans) if h is not None]
     kept = [humans[i] for i in rows]
     arrays = encode(
@@ -281,6 +288,7 @@ def compare_question(
         "threshold": question.threshold,
         "systems": {},
     }
+    single_codes = None
     for system, sa in arrays.systems.items():
         present = sa.present
         n = int(present.sum())
@@ -306,15 +314,15 @@ def compare_question(
         if question.kind == "single":
             idx = np.flatnonzero(present)
             assert sa.single is not None  # a single-choice question's arrays carry its calls
-            entry.update(
-                _single_summary(question, [arrays.human_single[i] for i in idx], sa.single[idx])
-            )
+            if single_codes is None:  # the human labels' indexes, once for every system
+                single_codes = human_codes(question, arrays.human_single)
+            entry.update(_single_summary(question, single_codes[idx], sa.single[idx]))
         result["systems"][system] = entry
     result["calibration"] = _calibration(question, arrays)
     return result
 
 
-def _single_summary(question: Question, humans: list[Any], codes: np.ndarray) -> dict[str, Any]:
+def _single_summary(question: Question, humans: np.ndarray, codes: np.ndarray) -> dict[str, Any]:
     """Confusion matrix (rows human, columns machine) and accuracy of a single-choice system."""
     matrix, known, correct, no_calls = confusion(question, humans, codes)
     lo, hi = wilson(correct, known)
@@ -339,6 +347,7 @@ def ranking_report(
     question: Question,
     works: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]],
     ranking: Mapping[str, np.ndarray] | None = None,
+    humans: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The machine_scores against "the human chose at least one label" of a multi question.
 
@@ -347,13 +356,15 @@ def ranking_report(
         works: (validated final answers, frame record) per work.
         ranking: each machine_scores key's values per work (NaN where absent), when already
             read (machine_arrays encodings); else read from the records.
+        humans: each work's human_value of the question, when already known.
     """
     out: dict[str, Any] = {
         "question": question.name,
         "target": f"at least one label of '{question.name}' chosen",
         "scores": {},
     }
-    humans = [human_value(question, answers.get(question.name)) for answers, _ in works]
+    if humans is None:
+        humans = [human_value(question, answers.get(question.name)) for answers, _ in works]
     for key in RANKING_SCORES:
         if ranking is not None:
             values = ranking[key]
@@ -374,6 +385,7 @@ def compare(
     questions: Sequence[str] | None = None,
     *,
     encoded: np.ndarray | None = None,
+    humans: Callable[[Question], Sequence[Any]] | None = None,
 ) -> dict[str, Any]:
     """The humans-vs-machines report for validated works.
 
@@ -383,6 +395,8 @@ def compare(
         questions: names of the questions to report (None = all of the schema's).
         encoded: the works' records encoded under the schema (machine_arrays), one row per
             work, when already done (e.g. from the memo); a record may then be None.
+        humans: each work's human_value of a question, when already known (evaluation's
+            Validated.humans; the frame estimates use the same).
     """
     works = list(works)
     if encoded is None:
@@ -397,12 +411,17 @@ def compare(
         "questions": {
             q.name: compare_question(
                 q,
-                [(answers.get(q.name), record) for answers, record in works],
+                [] if humans else [(answers.get(q.name), record) for answers, record in works],
                 schema.teachers,
                 schema=schema,
                 encoded=encoded,
+                humans=humans(q) if humans else None,
             )
             for q in wanted
         },
-        "machine_scores": ranking_report(multi, works, ranking) if multi is not None else None,
+        "machine_scores": (
+            ranking_report(multi, works, ranking, humans(multi) if humans else None)
+            if multi is not None
+            else None
+        ),
     }

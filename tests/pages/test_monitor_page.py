@@ -196,9 +196,12 @@ def test_monitor_page(crowd: dict[str, Any]) -> None:
     assert (crowd["names"][-1], "unusually fast") in set(
         zip(attention["annotator"], attention["reason"], strict=True)
     )
+    # Every table has its CSV and every chart its PNG and SVG, nothing else and none missing.
     downloads = at.get("download_button")
-    names = [d.proto.file_name if hasattr(d.proto, "file_name") else "" for d in downloads]
-    assert len(downloads) >= len(at.dataframe) + 2 * len(charts) - 1, names
+    names = [d.proto.label for d in downloads]
+    assert len(downloads) == len(at.dataframe) + 2 * len(charts), names
+    assert names.count("CSV") == len(at.dataframe), names
+    assert names.count("PNG") == names.count("SVG") == len(charts), names
 
 
 def test_a_new_label_shows_after_refresh(pair: dict[str, Any]) -> None:

@@ -27,7 +27,14 @@ from labeling.stats.agreement import (
     percent_agreement_from_counts,
     question_specs,
 )
-from labeling.stats.coefficients import count_features, measures_from_sums
+from labeling.stats.coefficients import (
+    count_features,
+    measures_from_sums,
+    percentile_ci,
+    resample_patterns,
+    unique_rows,
+    weighted_sums,
+)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "agreement"
 ENTRY_KEYS = [
@@ -320,6 +327,31 @@ def test_bootstrap_from_counts() -> None:
         assert ci[name][0] <= point <= ci[name][1]
     ordinal = bootstrap_from_counts(counts, n_boot=200, seed=1, level="ordinal")
     assert ordinal["alpha"][0] <= alpha_from_counts(counts, "ordinal") <= ordinal["alpha"][1]
+
+
+def test_pattern_resamples_have_the_law_of_work_resamples() -> None:
+    """Drawing the distinct count patterns Multinomial(n, freq/n) times is resampling the works:
+    the same mean and variance per pattern, and the same percentile intervals of alpha and
+    Fleiss' kappa up to Monte Carlo error (4,000 replicates each way)."""
+    counts = _counts(_random_ratings(6, units=400, raters=3), [1, 2, 3, 4])
+    patterns, inverse, freq = unique_rows(counts)
+    feats = count_features(patterns)
+    k, n = counts.shape[1], len(counts)
+    rng = np.random.default_rng(1)  # works drawn one by one, then counted by their pattern
+    by_works = np.vstack(
+        [np.bincount(inverse[rng.integers(0, n, n)], minlength=len(patterns)) for _ in range(4000)]
+    ).astype(float)
+    by_patterns = np.vstack(list(resample_patterns(freq, 4000, np.random.default_rng(2))))
+    assert (by_patterns.sum(axis=1) == n).all()
+    p = freq / n
+    for draws in (by_works, by_patterns):
+        assert np.abs(draws.mean(axis=0) - freq).max() < 5 * np.sqrt(n * p * (1 - p) / 4000).max()
+        assert np.allclose(draws.var(axis=0), n * p * (1 - p), rtol=0.15, atol=0.5)
+    for measure in ("alpha", "fleiss"):
+        a = percentile_ci(measures_from_sums(weighted_sums(by_works, feats), k)[measure])
+        b = percentile_ci(measures_from_sums(weighted_sums(by_patterns, feats), k)[measure])
+        assert a is not None and b is not None
+        assert abs(a[0] - b[0]) < 0.015 and abs(a[1] - b[1]) < 0.015, (measure, a, b)
 
 
 def test_no_bootstrap_gives_null_intervals() -> None:

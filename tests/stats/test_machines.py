@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
+from sklearn.metrics import brier_score_loss
 from statsmodels.stats.proportion import proportion_confint
 
 from labeling.schema import Schema
@@ -89,6 +91,15 @@ def test_reliability_table_and_brier() -> None:
     assert top["observed"] == pytest.approx(2 / 3) and top["mean_score"] == pytest.approx(0.95)
     assert top["lo"] < 2 / 3 < top["hi"]
     assert reliability([], []) == {"n": 0, "brier": None, "bins": []}
+
+
+def test_brier_equals_scikit_learn() -> None:
+    """The Brier score is scikit-learn's brier_score_loss, without its input checks."""
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 500):
+        scores, y = rng.random(n), rng.random(n) < 0.4
+        expected = brier_score_loss(y.astype(int), scores, pos_label=1)
+        assert reliability(scores, y)["brier"] == expected
 
 
 def test_multi_label_question_against_humans(schema: Schema, seed_record: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from labeling.stats.aggregation import aggregate
@@ -28,8 +29,10 @@ def shared_works(long: pd.DataFrame) -> int:
     """Works that two or more annotators labelled (on any question)."""
     if long.empty:
         return 0
-    per_work = long[["work_id", "annotator"]].drop_duplicates().groupby("work_id").size()
-    return int((per_work >= 2).sum())
+    work = pd.factorize(long["work_id"])[0]
+    who, names = pd.factorize(long["annotator"])
+    pairs = np.unique(work.astype(np.int64) * max(len(names), 1) + who)
+    return int((np.bincount(pairs // max(len(names), 1)) >= 2).sum())
 
 
 def model_accuracy(

@@ -189,9 +189,12 @@ def statistics(
         timings: filled with the seconds of each step when given (bench/monitor.py).
     """
     clock = _Clock(timings)
-    rows = clock("label rows", md.label_rows, engine, schema, campaign)
-    # Read once, used twice: the validated works for machines and for estimates.
+    # Read once, used three times: the validated works for the labels' agreement with them,
+    # for machines and for estimates.
     validated = clock("validated works", validated_works, engine, schema, campaign.id)
+    rows = clock(
+        "label rows", md.label_rows, engine, schema, campaign, truth=validated.final_texts()
+    )
     machines = clock(
         "humans vs machines", machine_report, engine, schema, campaign, validated=validated
     )
