@@ -206,9 +206,19 @@ def agreement_tab(stats: Statistics, prefix: str) -> None:
         show_table(stats.tables["pairs"], prefix)
 
 
+def anchoring(stats: Statistics, prefix: str) -> None:
+    """Randomised arms: agreement with the teachers when their scores were shown or hidden."""
+    st.markdown(
+        "**Anchoring: do annotators shown the teachers' scores agree with them more?** "
+        "(first answers, per randomised arm; difference shown - hidden with its 95% interval)"
+    )
+    show_table(stats.tables["anchoring"], prefix)
+
+
 def machines_tab(stats: Statistics, prefix: str) -> None:
     """Every machine system against the validated answers, calibration and confusion."""
     t = stats.tables
+    anchoring(stats, prefix)
     if t["machines"].is_empty:
         st.caption(esc(t["machines"].empty))
         return
@@ -244,6 +254,8 @@ def estimates_tab(stats: Statistics, prefix: str) -> None:
         st.warning(esc(stats.sentences["estimates"]), icon=":material/block:")
         return
     st.caption(esc(stats.sentences["estimates"]))
+    if stats.sentences.get("plan"):
+        st.info(esc(stats.sentences["plan"]), icon=":material/calculate:")
     show_table(stats.tables["strata"], prefix)
     show_table(stats.tables["estimates"], prefix)
 

@@ -25,6 +25,7 @@ from labeling.reports.monitor import data as md
 from labeling.reports.monitor import model_accuracy as mm
 from labeling.reports.monitor import summary as ms
 from labeling.reports.monitor import text as mt
+from labeling.reports.monitor.design import anchoring_rows, plan_line
 from labeling.reports.tables import (
     agreement_table,
     brier_table,
@@ -266,11 +267,16 @@ def statistics(
         ("prevalence [95% CI]", "prevalence", "lo", "hi"),
     )
     tables["strata"] = table("strata", pd.DataFrame(estimates.get("strata") or []), "")
+    arms, no_arms = clock("anchoring", anchoring_rows, engine, schema, campaign)
+    tables["anchoring"] = table(
+        "anchoring", arms, no_arms, ("difference [95% CI]", "difference", "lo", "hi")
+    )
     sentences = {
         "attention": tables["attention"].empty,
         "reliability": mt.reliability_sentence(tables["reliability"].raw),
         "teachers": mt.teachers_sentence(n_validated, campaign.n_items),
         "estimates": mt.estimates_sentence(estimates),
+        "plan": clock("plan", plan_line, engine, schema, campaign, validated),
     }
     return Statistics(
         sentences,
