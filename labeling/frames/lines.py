@@ -21,6 +21,7 @@ import orjson
 
 from labeling.errors import InputError
 from labeling.frames.checks import check_record, normalize_work_id, score_paths
+from labeling.frames.known import Known
 from labeling.frames.machine_columns import MachinePlan, machine_digest, machine_hash, machine_plan
 from labeling.schema import Schema
 
@@ -46,6 +47,7 @@ class Parsed:
     digest: str | None = None
     binary: bool = False  # not UTF-8 text at all
     array: bool = False  # looks like the start of a JSON array (a frame is JSON Lines)
+    known: bool = False  # the line is the stored record (same sha256): not decoded
 
 
 def _open(path: Path) -> tuple[IO[bytes], IO[bytes] | gzip.GzipFile]:
@@ -170,10 +172,12 @@ def init_worker(schema: Schema) -> None:
     _worker_schema = schema
 
 
-def parse_chunk_in_worker(chunk: list[tuple[int, bytes]]) -> list[Parsed]:
+def parse_chunk_in_worker(
+    chunk: list[tuple[int, bytes]], known: Known | None = None
+) -> list[Parsed]:
     """parse_chunk with the worker's schema."""
     assert _worker_schema is not None
-    return parse_chunk(chunk, _worker_schema)
+    return parse_chunk(chunk, _worker_schema, known)
 
 
 def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Parsed:
@@ -189,8 +193,14 @@ def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Par
     return Parsed(number, None, [f"invalid JSON: {exc}"], [], array=array)
 
 
-def parse_chunk(chunk: list[tuple[int, bytes]], schema: Schema) -> list[Parsed]:
-    """Parse and check raw lines; blank lines are dropped, a BOM before line 1 is too."""
+def parse_chunk(
+    chunk: list[tuple[int, bytes]], schema: Schema, known: Known | None = None
+) -> list[Parsed]:
+    """Parse and check raw lines; blank lines are dropped, a BOM before line 1 is too.
+
+    A line in `known` whose sha256 is its stored hash is not decoded: it comes back as a
+    known line with its stored warnings (see labeling/frames/known.py).
+    """
     out: list[Parsed] = []
     plan, plan_hash = _plan_for(schema)
     for number, line in chunk:
@@ -199,6 +209,13 @@ def parse_chunk(chunk: list[tuple[int, bytes]], schema: Schema) -> list[Parsed]:
         line = line.strip()
         if not line:
             continue
+        digest = None
+        if known and number in known:
+            work_id, stored_hash, stored_warnings = known[number]
+            digest = hashlib.sha256(line).hexdigest()
+            if digest == stored_hash:
+                out.append(Parsed(number, work_id, [], stored_warnings, digest=digest, known=True))
+                continue
         try:
             rec = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
@@ -212,6 +229,7 @@ def parse_chunk(chunk: list[tuple[int, bytes]], schema: Schema) -> list[Parsed]:
         assert checked.work_id is not None
         columns = checked.columns
         columns["machine"], columns["machine_hash"] = machine_digest(plan, rec), plan_hash
+        columns["import_warnings"] = orjson.dumps(checked.warnings).decode()
         out.append(
             Parsed(
                 number,
@@ -220,7 +238,7 @@ def parse_chunk(chunk: list[tuple[int, bytes]], schema: Schema) -> list[Parsed]:
                 checked.warnings,
                 columns,
                 line.decode("utf-8"),
-                hashlib.sha256(line).hexdigest(),
+                digest or hashlib.sha256(line).hexdigest(),
             )
         )
     return out

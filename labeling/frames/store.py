@@ -27,28 +27,32 @@ class StoredCounts:
 
 
 def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) -> None:
-    """Insert new works, update changed ones (keeping superseded predictions), count the rest."""
-    ids = [p.work_id for p in batch]
-    existing = {
-        row.id: row
-        for row in conn.execute(
-            select(Work.id, Work.record_hash, Work.model_version, Work.machine_hash).where(
-                Work.id.in_(ids)
-            )
-        )
-    }
+    """Insert new works, update changed ones (keeping superseded predictions), count the rest.
+
+    Lines known unchanged by their hash (not decoded) are only counted.
+    """
+    decoded = [p for p in batch if not p.known]
+    summary.unchanged += len(batch) - len(decoded)
+    if not decoded:
+        return
+    ids = [p.work_id for p in decoded]
+    columns = (Work.id, Work.record_hash, Work.model_version, Work.machine_hash,
+               Work.import_warnings)  # fmt: skip
+    existing = {row.id: row for row in conn.execute(select(*columns).where(Work.id.in_(ids)))}
     now = utcnow()
     new_works: list[dict[str, Any]] = []
     stale: list[dict[str, Any]] = []
-    for p in batch:
+    for p in decoded:
         # Only checked lines reach the store: they have an id, columns and their text.
         assert p.work_id is not None and p.columns is not None and p.text is not None
         old = existing.get(p.work_id)
         if old is not None and old.record_hash == p.digest:
             summary.unchanged += 1
-            if old.machine_hash != p.columns["machine_hash"]:  # imported under another schema
+            # Imported under another schema, or before the warnings were kept.
+            if old.machine_hash != p.columns["machine_hash"] or old.import_warnings is None:
                 stale.append({"b_id": p.work_id, "machine": p.columns["machine"],
-                              "machine_hash": p.columns["machine_hash"]})  # fmt: skip
+                              "machine_hash": p.columns["machine_hash"],
+                              "import_warnings": p.columns["import_warnings"]})  # fmt: skip
             continue
         cols = dict(p.columns, record=RawJSON(p.text), record_hash=p.digest, updated_at=now)
         if old is None:
@@ -65,7 +69,8 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
     if stale:
         conn.execute(
             update(Work).where(Work.id == bindparam("b_id"))
-            .values(machine=bindparam("machine"), machine_hash=bindparam("machine_hash")),
+            .values(machine=bindparam("machine"), machine_hash=bindparam("machine_hash"),
+                    import_warnings=bindparam("import_warnings")),
             stale,
         )  # fmt: skip
 
