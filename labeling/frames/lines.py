@@ -23,6 +23,7 @@ from labeling.errors import InputError
 from labeling.frames.checks import check_record, normalize_work_id, score_paths
 from labeling.frames.known import Known
 from labeling.frames.machine_columns import MachinePlan, machine_digest, machine_hash, machine_plan
+from labeling.frames.typed import typed_chunk
 from labeling.schema import Schema
 
 CHUNK_LINES = 500
@@ -201,47 +202,52 @@ def parse_chunk(
     A line in `known` whose sha256 is its stored hash is not decoded: it comes back as a
     known line with its stored warnings (see labeling/frames/known.py).
     """
-    out: list[Parsed] = []
-    plan, plan_hash = _plan_for(schema)
+    out: list[Parsed | None] = []
+    todo: list[tuple[int, bytes]] = []  # (line number, stripped line), to decode
+    slots: list[int] = []  # where each of them goes in out
+    digests: dict[int, str] = {}  # computed for a known id whose line changed
     for number, line in chunk:
         if number == 1:  # a UTF-8 byte order mark, as some editors write, is not data
             line = line.removeprefix(codecs.BOM_UTF8)
         line = line.strip()
         if not line:
             continue
-        digest = None
         if known and number in known:
             work_id, stored_hash, stored_warnings = known[number]
             digest = hashlib.sha256(line).hexdigest()
             if digest == stored_hash:
                 out.append(Parsed(number, work_id, [], stored_warnings, digest=digest, known=True))
                 continue
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            out.append(_unparsable(number, line, exc, schema))
-            continue
-        checked = check_record(rec, schema)
-        if checked.errors or checked.columns is None:
-            array = isinstance(rec, list) and starts_json_array(line)
-            out.append(Parsed(number, checked.work_id, checked.errors, [], array=array))
-            continue
-        assert checked.work_id is not None
-        columns = checked.columns
-        columns["machine"], columns["machine_hash"] = machine_digest(plan, rec), plan_hash
-        columns["import_warnings"] = orjson.dumps(checked.warnings).decode()
-        out.append(
-            Parsed(
-                number,
-                checked.work_id,
-                [],
-                checked.warnings,
-                columns,
-                line.decode("utf-8"),
-                digest or hashlib.sha256(line).hexdigest(),
-            )
-        )
-    return out
+            digests[number] = digest
+        slots.append(len(out))
+        out.append(None)
+        todo.append((number, line))
+    for slot, (number, line), fast in zip(slots, todo, typed_chunk(todo, schema), strict=True):
+        if fast is not None:
+            work_id, columns, warnings, text, digest = fast
+            out[slot] = Parsed(number, work_id, [], warnings, columns, text, digest)
+        else:
+            out[slot] = _parse_line(number, line, schema, digests.get(number))
+    return [p for p in out if p is not None]
+
+
+def _parse_line(number: int, line: bytes, schema: Schema, digest: str | None) -> Parsed:
+    """One stripped line through orjson and check_record: every rejection in detail."""
+    plan, plan_hash = _plan_for(schema)
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return _unparsable(number, line, exc, schema)
+    checked = check_record(rec, schema)
+    if checked.errors or checked.columns is None:
+        array = isinstance(rec, list) and starts_json_array(line)
+        return Parsed(number, checked.work_id, checked.errors, [], array=array)
+    assert checked.work_id is not None
+    columns = checked.columns
+    columns["machine"], columns["machine_hash"] = machine_digest(plan, rec), plan_hash
+    columns["import_warnings"] = orjson.dumps(checked.warnings).decode()
+    text, digest = line.decode("utf-8"), digest or hashlib.sha256(line).hexdigest()
+    return Parsed(number, checked.work_id, [], checked.warnings, columns, text, digest)
 
 
 _plans: dict[str, tuple[MachinePlan, str, frozenset[str]]] = {}

@@ -21,16 +21,15 @@ from tests.conftest import make_record, write_jsonl
 
 
 def _decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the id of every line the (in-process) parser checks from here on."""
+    """Record the id of every line the (in-process) parser decodes from here on."""
     seen: list[str] = []
-    real = lines.check_record
+    real = lines.typed_chunk
 
-    def counting(rec: Any, schema: Schema) -> Any:
-        checked = real(rec, schema)
-        seen.append(str(checked.work_id))
-        return checked
+    def counting(todo: list[tuple[int, bytes]], schema: Schema) -> Any:
+        seen.extend(str(line_id(number, line)) for number, line in todo)
+        return real(todo, schema)
 
-    monkeypatch.setattr(lines, "check_record", counting)
+    monkeypatch.setattr(lines, "typed_chunk", counting)
     return seen
 
 
