@@ -8,8 +8,8 @@ Only records the typed model accepted come here, so every value has its schema t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Annotated, Any, get_args, get_origin
 
 import numpy as np
 import orjson
@@ -21,8 +21,15 @@ from labeling.frames.checks import (
     EXPECTED_PREDICTION_STATUS,
 )
 from labeling.frames.limits import COLUMN_SOURCES
-from labeling.frames.machine_columns import SCORE_FROM_WORK, machine_plan
-from labeling.frames.record_model import RecordModel
+from labeling.frames.machine_columns import (
+    SCORE_FROM_WORK,
+    MachinePlan,
+    _as_bool,
+    as_list,
+    as_text,
+    machine_plan,
+)
+from labeling.frames.record_model import Columns
 from labeling.schema import Question, Schema
 
 Warnings = list[list[str]]
@@ -143,18 +150,18 @@ def _binary(q: Question, scores: dict[str, list[Any]], calls: dict[str, list[Any
 _KINDS = {"single": _single, "multi": _multi, "binary": _binary}
 
 
-def batch_warnings(schema: Schema, model: RecordModel, records: Sequence[Any]) -> Warnings:
+def batch_warnings(schema: Schema, cols: Columns) -> Warnings:
     """The consistency warnings of each record, in check_record's order."""
-    out: Warnings = [[] for _ in records]
+    out: Warnings = [[] for _ in range(len(cols))]
     for q in schema.questions:
-        scores = {t: model.values(records, p) for t, p in q.scores.items()}
+        scores = {t: cols[p] for t, p in q.scores.items()}
         scores = {t: v for t, v in scores.items() if any(x is not None for x in v)}
-        calls = {name: model.values(records, p) for name, p in q.calls.items()}
+        calls = {name: cols[p] for name, p in q.calls.items()}
         _KINDS[q.kind](q, scores, calls, out)
-    for i, status in enumerate(model.values(records, "prediction.prediction_status")):
+    for i, status in enumerate(cols["prediction.prediction_status"]):
         if status is not None and status != EXPECTED_PREDICTION_STATUS:
             out[i].append(f"prediction_status is {status!r}, not {EXPECTED_PREDICTION_STATUS!r}")
-    units = [_unit(model.values(records, f"machine_scores.{k}"))
+    units = [_unit(cols[f"machine_scores.{k}"])
              for k in ("score_opus", "score_gpt", "score_spread")]  # fmt: skip
     (opus, p1), (gpt, p2), (spread, p3) = units
     for i in np.flatnonzero(p1 & p2 & p3 & (np.abs(np.abs(opus - gpt) - spread) > 1e-6)):
@@ -162,36 +169,38 @@ def batch_warnings(schema: Schema, model: RecordModel, records: Sequence[Any]) -
     return out
 
 
-def batch_columns(model: RecordModel, records: Sequence[Any]) -> list[dict[str, Any]]:
+def batch_columns(values: Columns) -> list[dict[str, Any]]:
     """The works columns of each record, as check_record's work_columns makes them."""
-    raw_ids = model.values(records, "id")
+    raw_ids = values["id"]
     # The model admits only (https://openalex.org/)W<digits>: its last part is the id.
     cols: dict[str, list[Any]] = {"id": [r.rsplit("/", 1)[-1].upper() for r in raw_ids]}
     for key in (*_STR_FIELDS, *_INT_FIELDS, *_BOOL_FIELDS, "routes"):
-        cols[key] = model.values(records, key)
+        cols[key] = values[key]
     for column in ("model_version", "prediction_status", "score_opus", "score_gpt"):
-        cols[column] = model.values(records, COLUMN_SOURCES[column])
+        cols[column] = values[COLUMN_SOURCES[column]]
     cols["score_max"] = [
         None if o is None and g is None else max(x for x in (o, g) if x is not None)
         for o, g in zip(cols["score_opus"], cols["score_gpt"], strict=True)
     ]
     for column in ("score_spread", "teacher_disagreement", "threshold_uncertainty"):
-        cols[column] = model.values(records, COLUMN_SOURCES[column])
+        cols[column] = values[COLUMN_SOURCES[column]]
     names = list(cols)
     return [dict(zip(names, row, strict=True)) for row in zip(*cols.values(), strict=True)]
 
 
-def batch_machine(schema: Schema, model: RecordModel, records: Sequence[Any]) -> list[str]:
+def batch_machine(schema: Schema, cols: Columns) -> list[str]:
     """The stored machine columns (works.machine) of each record, as machine_digest makes them."""
-    plan = machine_plan(schema)
-    kinds = _step_questions(schema)
-    paths = {i: model.values(records, p) for i, p in enumerate(plan.paths)}
-    none = [None] * len(records)
+    plan, kinds = _plan(schema)
+    none = [None] * len(cols)
     columns: list[list[Any]] = []
     for (col, at, fn), q in zip(plan.steps, kinds, strict=True):
         if col in SCORE_FROM_WORK:
             continue
-        values = paths[at] if at >= 0 else none
+        if at < 0:
+            columns.append(none)
+            continue
+        path = plan.paths[at]
+        values = cols[path]
         if q is not None and q.kind == "multi":
             m, present = _matrix(values, len(q.labels))
             masks = (m >= q.threshold) @ (1 << np.arange(len(q.labels), dtype=np.int64))
@@ -203,9 +212,32 @@ def batch_machine(schema: Schema, model: RecordModel, records: Sequence[Any]) ->
             hit = s >= q.threshold
             columns.append([("yes" if h else "no") if p else None
                             for h, p in zip(hit, present, strict=True)])  # fmt: skip
+        elif _unchanged_by(fn, cols.model.types[path]):
+            columns.append(values)
         else:
             columns.append([fn(v) for v in values])
     return [orjson.dumps(row).decode() for row in zip(*columns, strict=True)]
+
+
+def _unchanged_by(fn: Callable[[Any], Any], kind: Any) -> bool:
+    """Whether a machine column's conversion returns every value of this model type as is."""
+    if get_origin(kind) is Annotated:
+        kind = get_args(kind)[0]
+    return (
+        (fn is as_text and kind is str)
+        or (fn is _as_bool and kind is bool)
+        or (fn is as_list and kind == list[str])
+    )
+
+
+_plans: dict[str, tuple[MachinePlan, list[Question | None]]] = {}
+
+
+def _plan(schema: Schema) -> tuple[MachinePlan, list[Question | None]]:
+    """The machine plan and its thresholded steps (once per schema and process)."""
+    if schema.hash not in _plans:
+        _plans[schema.hash] = (machine_plan(schema), _step_questions(schema))
+    return _plans[schema.hash]
 
 
 def _step_questions(schema: Schema) -> list[Question | None]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Annotated, Any
 
 import msgspec
@@ -90,21 +91,42 @@ def _leaf_types(schema: Schema) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RecordModel:
-    """The record Struct type, its decoder, and how to read a dotted path from a decoded one."""
+    """The record Struct type, its decoder, and where each dotted path is in a decoded one."""
 
     decoder: msgspec.json.Decoder[Any]
-    fields: dict[str, tuple[str, ...]]  # dotted path -> attribute names, level by level
+    attrs: dict[str, str]  # dotted path -> its attribute name in its parent Struct
+    empty: dict[str, Any]  # dotted path of a nested Struct -> an instance with every field None
+    types: dict[str, Any]  # dotted path of a value -> its type in the model
 
-    def values(self, records: Sequence[Any], path: str) -> list[Any]:
-        """The value at `path` of each decoded record (None where absent or null)."""
-        column: list[Any] = list(records)
-        for name in self.fields[path]:
-            column = [None if r is None else getattr(r, name) for r in column]
+    def columns(self, records: Sequence[Any]) -> Columns:
+        """Column access to a chunk of decoded records."""
+        return Columns(self, records)
+
+
+class Columns:
+    """The values at dotted paths of a chunk of decoded records, each level read once."""
+
+    def __init__(self, model: RecordModel, records: Sequence[Any]) -> None:
+        self.model = model
+        self.cache: dict[str, list[Any]] = {"": list(records)}
+
+    def __len__(self) -> int:
+        return len(self.cache[""])
+
+    def __getitem__(self, path: str) -> list[Any]:
+        """The value at `path` of each record (None where absent or null)."""
+        column = self.cache.get(path)
+        if column is None:
+            parent = path.rpartition(".")[0]
+            column = list(map(attrgetter(self.model.attrs[path]), self[parent]))
+            empty = self.model.empty.get(path)
+            if empty is not None:  # an absent object reads as one whose fields are all None
+                column = [empty if v is None else v for v in column]
+            self.cache[path] = column
         return column
 
 
-def _struct(name: str, tree: dict[str, Any], fields: dict[str, tuple[str, ...]],
-            prefix: tuple[str, ...], path: str) -> Any:  # fmt: skip
+def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], path: str) -> Any:
     """A Struct for one level of the tree; keys become f0, f1... renamed to the JSON keys."""
     specs: list[Any] = []
     rename: dict[str, str] = {}
@@ -112,13 +134,14 @@ def _struct(name: str, tree: dict[str, Any], fields: dict[str, tuple[str, ...]],
         attr = f"f{i}"
         rename[attr] = key
         sub = f"{path}.{key}" if path else key
+        model["attrs"][sub] = attr
         if isinstance(node, dict):
-            kind = _struct(f"{name}_{i}", node, fields, (*prefix, attr), sub)
+            kind = _struct(f"{name}_{i}", node, model, sub)
+            model["empty"][sub] = kind()
         else:
-            kind, fields[sub] = node, (*prefix, attr)
+            kind = model["types"][sub] = node
         if sub == "id":
             specs.append((attr, kind))  # required: a record without one is rejected
-            fields[sub] = (*prefix, attr)
         else:
             specs.append((attr, kind | None, None))
     specs.sort(key=lambda spec: len(spec) != 2)  # required fields first
@@ -141,9 +164,9 @@ def _model(schema: Schema) -> RecordModel | None:
         if isinstance(node.get(last), dict):
             return None
         node[last] = kind
-    fields: dict[str, tuple[str, ...]] = {}
-    record = _struct("Record", tree, fields, (), "")
-    return RecordModel(msgspec.json.Decoder(record), fields)
+    parts: dict[str, dict[str, Any]] = {"attrs": {}, "empty": {}, "types": {}}
+    record = _struct("Record", tree, parts, "")
+    return RecordModel(msgspec.json.Decoder(record), parts["attrs"], parts["empty"], parts["types"])
 
 
 _models: dict[str, RecordModel | None] = {}

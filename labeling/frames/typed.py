@@ -60,9 +60,10 @@ def typed_chunk(lines: list[tuple[int, bytes]], schema: Schema) -> list[Any]:
         texts.append(text)
     if not records:
         return out
-    columns = batch_columns(model, records)
-    warnings = batch_warnings(schema, model, records)
-    machine = batch_machine(schema, model, records)
+    values = model.columns(records)
+    columns = batch_columns(values)
+    warnings = batch_warnings(schema, values)
+    machine = batch_machine(schema, values)
     plan_hash = machine_hash(schema)
     text_columns = _text_columns()
     for j, i in enumerate(where):
