@@ -7,6 +7,7 @@ processes as well as in the importer's own.
 from __future__ import annotations
 
 import codecs
+import gc
 import gzip
 import hashlib
 import json
@@ -222,7 +223,14 @@ def parse_chunk(
         slots.append(len(out))
         out.append(None)
         todo.append((number, line))
-    for slot, (number, line), fast in zip(slots, todo, typed_chunk(todo, schema), strict=True):
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # the decoded chunk is thousands of lists of floats, and holds no cycle
+    try:
+        typed = typed_chunk(todo, schema)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    for slot, (number, line), fast in zip(slots, todo, typed, strict=True):
         if fast is not None:
             work_id, columns, warnings, text, digest = fast
             out[slot] = Parsed(number, work_id, [], warnings, columns, text, digest)

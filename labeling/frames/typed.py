@@ -1,8 +1,9 @@
 """The fast path of a chunk: lines decoded into the typed model, then checked all at once.
 
 A line takes it only if nothing about it needs a detailed message: valid UTF-8, accepted
-by the typed model, no number that orjson (the detailed path) would refuse, no NUL in a
-text column. Every other line gets None and goes through check_record, which words why.
+by the typed model, no number that orjson (the detailed path) would refuse, no NUL (which
+a text column cannot store). Every other line gets None and goes through check_record,
+which words why.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import msgspec
 import orjson
 
 from labeling.frames.batch_checks import batch_columns, batch_machine, batch_warnings
-from labeling.frames.limits import column_rules
 from labeling.frames.machine_columns import machine_hash
-from labeling.frames.record_model import record_model
+from labeling.frames.record_model import NUL_ESCAPE, record_model
 from labeling.schema import Schema
 
 # Digits become "0" and "E" becomes "e" (a "+" is dropped), so that two substring searches
@@ -33,10 +33,6 @@ def _may_overflow(line: bytes) -> bool:
     return _EXPONENT in digits or _LONG_INTEGER in digits
 
 
-def _text_columns() -> list[str]:
-    return [name for name, rule in column_rules().items() if rule.text]
-
-
 def typed_chunk(lines: list[tuple[int, bytes]], schema: Schema) -> list[Any]:
     """For each stripped line: (work id, columns, warnings, text, digest), or None (check it)."""
     model = record_model(schema)
@@ -50,8 +46,8 @@ def typed_chunk(lines: list[tuple[int, bytes]], schema: Schema) -> list[Any]:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
             continue
-        if _may_overflow(line):
-            continue
+        if _may_overflow(line) or NUL_ESCAPE in line:
+            continue  # NUL: a text column may not store it, and check_record says which
         try:
             records.append(decode(line))
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
@@ -65,11 +61,8 @@ def typed_chunk(lines: list[tuple[int, bytes]], schema: Schema) -> list[Any]:
     warnings = batch_warnings(schema, values)
     machine = batch_machine(schema, values)
     plan_hash = machine_hash(schema)
-    text_columns = _text_columns()
     for j, i in enumerate(where):
         cols = columns[j]
-        if any(type(v) is str and "\x00" in v for v in map(cols.get, text_columns)):
-            continue  # PostgreSQL cannot store it: check_record words the rejection
         cols["machine"], cols["machine_hash"] = machine[j], plan_hash
         cols["import_warnings"] = orjson.dumps(warnings[j]).decode()
         digest = hashlib.sha256(lines[i][1]).hexdigest()
