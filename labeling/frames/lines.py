@@ -203,6 +203,18 @@ def parse_chunk(
     A line in `known` whose sha256 is its stored hash is not decoded: it comes back as a
     known line with its stored warnings (see labeling/frames/known.py).
     """
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a chunk makes thousands of lists of floats and no cycle: no need to scan
+    try:
+        return _parse_chunk(chunk, schema, known)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _parse_chunk(
+    chunk: list[tuple[int, bytes]], schema: Schema, known: Known | None
+) -> list[Parsed]:
     out: list[Parsed | None] = []
     todo: list[tuple[int, bytes]] = []  # (line number, stripped line), to decode
     slots: list[int] = []  # where each of them goes in out
@@ -223,14 +235,7 @@ def parse_chunk(
         slots.append(len(out))
         out.append(None)
         todo.append((number, line))
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # the decoded chunk is thousands of lists of floats, and holds no cycle
-    try:
-        typed = typed_chunk(todo, schema)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    for slot, (number, line), fast in zip(slots, todo, typed, strict=True):
+    for slot, (number, line), fast in zip(slots, todo, typed_chunk(todo, schema), strict=True):
         if fast is not None:
             work_id, columns, warnings, text, digest = fast
             out[slot] = Parsed(number, work_id, [], warnings, columns, text, digest)
