@@ -63,7 +63,7 @@ def _single(q: Question, scores: dict[str, list[Any]], calls: dict[str, list[Any
         m, present = _matrix(vectors, len(q.labels))
         top = m.argmax(axis=1)  # the first maximum, as list.index(max(...))
         call = np.array([-2 if c is None else index.get(c, -1) for c in calls[teacher]])
-        for i in np.flatnonzero(present & (call != -2) & (call != top)):
+        for i in np.flatnonzero(present & (call != -2) & (call != top)).tolist():
             t = int(top[i])
             out[i].append(f"{q.name}: {teacher}'s call {calls[teacher][i]!r} is not the arg-max "
                           f"of its own scores ({q.labels[t]!r} {m[i, t]:.3f})")  # fmt: skip
@@ -164,7 +164,7 @@ def batch_warnings(schema: Schema, cols: Columns) -> Warnings:
     units = [_unit(cols[f"machine_scores.{k}"])
              for k in ("score_opus", "score_gpt", "score_spread")]  # fmt: skip
     (opus, p1), (gpt, p2), (spread, p3) = units
-    for i in np.flatnonzero(p1 & p2 & p3 & (np.abs(np.abs(opus - gpt) - spread) > 1e-6)):
+    for i in np.flatnonzero(p1 & p2 & p3 & (np.abs(np.abs(opus - gpt) - spread) > 1e-6)).tolist():
         out[i].append("machine_scores.score_spread is not |score_opus - score_gpt|")
     return out
 
