@@ -18,10 +18,10 @@ import codecs
 import re
 
 import orjson
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from db.models import Work
 from labeling.frames.checks import normalize_work_id
+from labeling.frames.store import stored_rows
 
 # A frame's lines start with their id (`{"id": "W123", ...`); any other line is decoded.
 _LEADING_ID = re.compile(rb'\s*\{\s*"id"\s*:\s*"([^"\\]{1,100})"')
@@ -52,11 +52,9 @@ def known_hashes(engine: Engine, chunk: list[tuple[int, bytes]], plan_hash: str)
             ids.setdefault(work_id, number)  # a later duplicate is decoded (and rejected)
     if not ids:
         return {}
-    query = select(Work.id, Work.record_hash, Work.machine_hash, Work.import_warnings).where(
-        Work.id.in_(list(ids))
-    )
+    columns = ("id", "record_hash", "machine_hash", "import_warnings")
     with engine.connect() as conn:  # a short read transaction: it holds no snapshot open
-        rows = conn.execute(query).all()
+        rows = stored_rows(conn, list(ids), columns)
     known: Known = {}
     for work_id, record_hash, stored_plan, warnings in rows:
         if stored_plan == plan_hash and warnings is not None:
