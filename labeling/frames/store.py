@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
@@ -35,7 +35,8 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
     summary.unchanged += len(batch) - len(decoded)
     if not decoded:
         return
-    existing = {row.id: row for row in stored_rows(conn, [p.work_id for p in decoded], _STORED)}
+    rows = stored_rows(conn, [p.work_id for p in decoded], _STORED)
+    existing = {row[0]: _Stored(*row) for row in rows}
     now = utcnow()
     new_works: list[dict[str, Any]] = []
     stale: list[dict[str, Any]] = []
@@ -76,26 +77,49 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
 
 
 _MARKS = 10_000
+
+
+class _Stored(NamedTuple):
+    """What write_batch reads of a stored work."""
+
+    id: str
+    record_hash: str
+    model_version: str | None
+    machine_hash: str | None
+    import_warnings: str | None
+
+
 _STORED = ("id", "record_hash", "model_version", "machine_hash", "import_warnings")
 
 
-def stored_rows(conn: Connection, ids: list[str], columns: tuple[str, ...]) -> list[Any]:
-    """Columns of the works with these ids, in one query sent as driver SQL.
+def stored_rows(
+    conn: Connection, ids: list[str], columns: tuple[str, ...]
+) -> list[tuple[Any, ...]]:
+    """Columns of the works with these ids (tuples), in one query on the driver's cursor.
 
-    A Core `IN` of thousands of ids costs more to compile than the lookup costs to run
-    (a bind parameter each); one array parameter on PostgreSQL, plain marks on SQLite.
+    A Core `IN` of thousands of ids costs more to compile than the lookup costs to run (a
+    bind parameter each), and a Core result fetches row by row: one array parameter on
+    PostgreSQL, plain marks on SQLite, and one fetchall.
     """
     if not ids:
         return []
     names = ", ".join(columns)
-    if conn.dialect.name == "postgresql":
-        return conn.exec_driver_sql(f"SELECT {names} FROM works WHERE id = ANY(%s)", (ids,)).all()
-    rows: list[Any] = []
-    for start in range(0, len(ids), _MARKS):  # SQLite takes at most 32,766 of them
-        part = tuple(ids[start : start + _MARKS])
-        marks = ", ".join("?" * len(part))
-        rows += conn.exec_driver_sql(f"SELECT {names} FROM works WHERE id IN ({marks})", part)
-    return rows
+    dbapi = conn.connection.driver_connection
+    assert dbapi is not None  # only a closed or invalidated pool entry has none
+    cur = dbapi.cursor()
+    try:
+        if conn.dialect.name == "postgresql":
+            cur.execute(f"SELECT {names} FROM works WHERE id = ANY(%s)", (ids,))
+            return list(cur.fetchall())
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(ids), _MARKS):  # SQLite takes at most 32,766 of them
+            part = tuple(ids[start : start + _MARKS])
+            marks = ", ".join("?" * len(part))
+            cur.execute(f"SELECT {names} FROM works WHERE id IN ({marks})", part)
+            rows += cur.fetchall()
+        return rows
+    finally:
+        cur.close()
 
 
 def keep_superseded_prediction(
