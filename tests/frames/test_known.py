@@ -138,3 +138,16 @@ def test_skipping_by_hash_reports_exactly_what_decoding_every_line_does(
 )
 def test_line_id_reads_a_leading_id_or_gives_up(line: bytes, expected: str | None) -> None:
     assert line_id(1, line) == expected
+
+
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"])
+def test_a_plain_file_read_in_blocks_gives_the_lines_of_line_by_line_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: bytes
+) -> None:
+    data = b"\n".join([b'{"id": "W1"}', b"", b"  ", b"x" * 40, b'{"a": 1}\r', b"last"]) + ending
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
+    monkeypatch.setattr(lines, "BLOCK_BYTES", 7)  # lines cross block boundaries
+    got = [item for chunk, _ in lines.iter_chunks(path, size=2) for item in chunk]
+    assert got == expected
