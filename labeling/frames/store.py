@@ -35,7 +35,8 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
     summary.unchanged += len(batch) - len(decoded)
     if not decoded:
         return
-    rows = stored_rows(conn, [p.work_id for p in decoded], _STORED)
+    # Only checked lines reach the store: each has its id.
+    rows = stored_rows(conn, [p.work_id for p in decoded if p.work_id is not None], _STORED)
     existing = {row[0]: _Stored(*row) for row in rows}
     now = utcnow()
     new_works: list[dict[str, Any]] = []
