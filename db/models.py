@@ -134,6 +134,9 @@ class Work(Base):
     # parts they were computed with (labeling.frames.machine_columns); NULL for rows from elsewhere.
     machine: Mapped[str | None] = mapped_column(Text)
     machine_hash: Mapped[str | None] = mapped_column(String(16))
+    # The record's consistency warnings as a JSON array (computed under machine_hash): a
+    # re-import that skips the unchanged line unread still reports them. NULL: not known.
+    import_warnings: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
         CheckConstraint(f"status IN ({_in(STATUSES)})", name="status"),

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, select
 from tqdm import tqdm
 
 from db.engine import write_connection
 from db.indexes import defer_indexes, ensure_work_indexes
+from db.models import Work
 from labeling.frames.import_runs import describe_error, finish_run, start_run
+from labeling.frames.known import Known, known_hashes
 from labeling.frames.lines import (
     FrameReadError,
     Parsed,
@@ -36,6 +38,7 @@ from labeling.frames.lines import (
     parse_chunk,
     parse_chunk_in_worker,
 )
+from labeling.frames.machine_columns import machine_hash
 from labeling.frames.store import StoredCounts, write_batch
 from labeling.schema import Schema
 
@@ -202,10 +205,10 @@ def import_frame(
                 initializer=init_worker,
                 initargs=(schema,),
             )
-        chunks = iter_chunks(path)
+        chunks = _with_known(engine, iter_chunks(path), schema)
         if pool is None:
             parsed_chunks: Iterator[tuple[list[Parsed], int]] = (
-                (parse_chunk(chunk, schema), pos) for chunk, pos in chunks
+                (parse_chunk(chunk, schema, known), pos) for chunk, pos, known in chunks
             )
         else:
             parsed_chunks = _parallel(pool, chunks, workers)
@@ -248,14 +251,32 @@ def _end(
         raise ImportFailed(summary.error, summary) from cause
 
 
+Chunk = list[tuple[int, bytes]]
+
+
+def _with_known(
+    engine: Engine, chunks: Iterator[tuple[Chunk, int]], schema: Schema
+) -> Iterator[tuple[Chunk, int, Known | None]]:
+    """Each chunk with the stored hashes of its lines' ids (none into an empty table)."""
+    with engine.connect() as conn:
+        empty = conn.execute(select(Work.id).limit(1)).first() is None
+    if empty:  # nothing stored: no line can be unchanged (a repeated id is a duplicate)
+        for chunk, pos in chunks:
+            yield chunk, pos, None
+        return
+    plan_hash = machine_hash(schema)
+    for chunk, pos in chunks:
+        yield chunk, pos, known_hashes(engine, chunk, plan_hash)
+
+
 def _parallel(
-    pool: ProcessPoolExecutor, chunks: Iterator[tuple[list[tuple[int, bytes]], int]], workers: int
+    pool: ProcessPoolExecutor, chunks: Iterator[tuple[Chunk, int, Known | None]], workers: int
 ) -> Iterator[tuple[list[Parsed], int]]:
     """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory)."""
     pending: list[tuple[Any, int]] = []
     try:
-        for chunk, pos in chunks:
-            pending.append((pool.submit(parse_chunk_in_worker, chunk), pos))
+        for chunk, pos, known in chunks:
+            pending.append((pool.submit(parse_chunk_in_worker, chunk, known), pos))
             if len(pending) >= 4 * workers:
                 future, p = pending.pop(0)
                 yield future.result(), p

@@ -7,6 +7,7 @@ processes as well as in the importer's own.
 from __future__ import annotations
 
 import codecs
+import gc
 import gzip
 import hashlib
 import json
@@ -21,10 +22,13 @@ import orjson
 
 from labeling.errors import InputError
 from labeling.frames.checks import check_record, normalize_work_id, score_paths
+from labeling.frames.known import Known
 from labeling.frames.machine_columns import MachinePlan, machine_digest, machine_hash, machine_plan
+from labeling.frames.typed import typed_chunk
 from labeling.schema import Schema
 
 CHUNK_LINES = 500
+BLOCK_BYTES = 1 << 20
 MAX_VALUE_PROBLEMS = 3
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
@@ -46,6 +50,7 @@ class Parsed:
     digest: str | None = None
     binary: bool = False  # not UTF-8 text at all
     array: bool = False  # looks like the start of a JSON array (a frame is JSON Lines)
+    known: bool = False  # the line is the stored record (same sha256): not decoded
 
 
 def _open(path: Path) -> tuple[IO[bytes], IO[bytes] | gzip.GzipFile]:
@@ -70,6 +75,12 @@ def iter_chunks(
     yielded first, then FrameReadError names the last line read.
     """
     raw, stream = _open(path)
+    if stream is raw:  # plain text: split big blocks (a third of the cost of line by line)
+        try:
+            yield from _block_chunks(path, raw, size)
+        finally:
+            raw.close()
+        return
     chunk: list[tuple[int, bytes]] = []
     number = 0
     try:
@@ -88,6 +99,34 @@ def iter_chunks(
     finally:
         stream.close()
         raw.close()
+
+
+def _block_chunks(
+    path: Path, raw: IO[bytes], size: int
+) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
+    """iter_chunks of a plain file, read in blocks (lines without their newline)."""
+    chunk: list[tuple[int, bytes]] = []
+    number, tail = 0, b""
+    try:
+        while block := raw.read(BLOCK_BYTES):
+            lines = (tail + block).split(b"\n")
+            tail = lines.pop()  # the start of a line the next block ends
+            for line in lines:
+                number += 1
+                chunk.append((number, line))
+                if len(chunk) >= size:
+                    yield chunk, raw.tell()
+                    chunk = []
+        if tail:
+            number += 1
+            chunk.append((number, tail))
+        if chunk:
+            yield chunk, raw.tell()
+    except OSError as exc:
+        if chunk:
+            yield chunk, raw.tell()
+        where = f"after line {number}" if number else "at its start"
+        raise FrameReadError(f"{path}: cannot read frame {where} ({exc})") from exc
 
 
 def not_text(line: bytes) -> str | None:
@@ -170,10 +209,12 @@ def init_worker(schema: Schema) -> None:
     _worker_schema = schema
 
 
-def parse_chunk_in_worker(chunk: list[tuple[int, bytes]]) -> list[Parsed]:
+def parse_chunk_in_worker(
+    chunk: list[tuple[int, bytes]], known: Known | None = None
+) -> list[Parsed]:
     """parse_chunk with the worker's schema."""
     assert _worker_schema is not None
-    return parse_chunk(chunk, _worker_schema)
+    return parse_chunk(chunk, _worker_schema, known)
 
 
 def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Parsed:
@@ -189,41 +230,72 @@ def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Par
     return Parsed(number, None, [f"invalid JSON: {exc}"], [], array=array)
 
 
-def parse_chunk(chunk: list[tuple[int, bytes]], schema: Schema) -> list[Parsed]:
-    """Parse and check raw lines; blank lines are dropped, a BOM before line 1 is too."""
-    out: list[Parsed] = []
-    plan, plan_hash = _plan_for(schema)
+def parse_chunk(
+    chunk: list[tuple[int, bytes]], schema: Schema, known: Known | None = None
+) -> list[Parsed]:
+    """Parse and check raw lines; blank lines are dropped, a BOM before line 1 is too.
+
+    A line in `known` whose sha256 is its stored hash is not decoded: it comes back as a
+    known line with its stored warnings (see labeling/frames/known.py).
+    """
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a chunk makes thousands of lists of floats and no cycle: no need to scan
+    try:
+        return _parse_chunk(chunk, schema, known)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _parse_chunk(
+    chunk: list[tuple[int, bytes]], schema: Schema, known: Known | None
+) -> list[Parsed]:
+    out: list[Parsed | None] = []
+    todo: list[tuple[int, bytes]] = []  # (line number, stripped line), to decode
+    slots: list[int] = []  # where each of them goes in out
+    digests: dict[int, str] = {}  # computed for a known id whose line changed
     for number, line in chunk:
         if number == 1:  # a UTF-8 byte order mark, as some editors write, is not data
             line = line.removeprefix(codecs.BOM_UTF8)
         line = line.strip()
         if not line:
             continue
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            out.append(_unparsable(number, line, exc, schema))
-            continue
-        checked = check_record(rec, schema)
-        if checked.errors or checked.columns is None:
-            array = isinstance(rec, list) and starts_json_array(line)
-            out.append(Parsed(number, checked.work_id, checked.errors, [], array=array))
-            continue
-        assert checked.work_id is not None
-        columns = checked.columns
-        columns["machine"], columns["machine_hash"] = machine_digest(plan, rec), plan_hash
-        out.append(
-            Parsed(
-                number,
-                checked.work_id,
-                [],
-                checked.warnings,
-                columns,
-                line.decode("utf-8"),
-                hashlib.sha256(line).hexdigest(),
-            )
-        )
-    return out
+        if known and number in known:
+            work_id, stored_hash, stored_warnings = known[number]
+            digest = hashlib.sha256(line).hexdigest()
+            if digest == stored_hash:
+                out.append(Parsed(number, work_id, [], stored_warnings, digest=digest, known=True))
+                continue
+            digests[number] = digest
+        slots.append(len(out))
+        out.append(None)
+        todo.append((number, line))
+    for slot, (number, line), fast in zip(slots, todo, typed_chunk(todo, schema), strict=True):
+        if fast is not None:
+            work_id, columns, warnings, text, digest = fast
+            out[slot] = Parsed(number, work_id, [], warnings, columns, text, digest)
+        else:
+            out[slot] = _parse_line(number, line, schema, digests.get(number))
+    return [p for p in out if p is not None]
+
+
+def _parse_line(number: int, line: bytes, schema: Schema, digest: str | None) -> Parsed:
+    """One stripped line through orjson and check_record: every rejection in detail."""
+    plan, plan_hash = _plan_for(schema)
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return _unparsable(number, line, exc, schema)
+    checked = check_record(rec, schema)
+    if checked.errors or checked.columns is None:
+        array = isinstance(rec, list) and starts_json_array(line)
+        return Parsed(number, checked.work_id, checked.errors, [], array=array)
+    assert checked.work_id is not None
+    columns = checked.columns
+    columns["machine"], columns["machine_hash"] = machine_digest(plan, rec), plan_hash
+    columns["import_warnings"] = orjson.dumps(checked.warnings).decode()
+    text, digest = line.decode("utf-8"), digest or hashlib.sha256(line).hexdigest()
+    return Parsed(number, checked.work_id, [], checked.warnings, columns, text, digest)
 
 
 _plans: dict[str, tuple[MachinePlan, str, frozenset[str]]] = {}

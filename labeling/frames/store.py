@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
@@ -27,33 +27,39 @@ class StoredCounts:
 
 
 def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) -> None:
-    """Insert new works, update changed ones (keeping superseded predictions), count the rest."""
-    ids = [p.work_id for p in batch]
-    existing = {
-        row.id: row
-        for row in conn.execute(
-            select(Work.id, Work.record_hash, Work.model_version, Work.machine_hash).where(
-                Work.id.in_(ids)
-            )
-        )
-    }
+    """Insert new works, update changed ones (keeping superseded predictions), count the rest.
+
+    Lines known unchanged by their hash (not decoded) are only counted.
+    """
+    decoded = [p for p in batch if not p.known]
+    summary.unchanged += len(batch) - len(decoded)
+    if not decoded:
+        return
+    # Only checked lines reach the store: each has its id.
+    rows = stored_rows(conn, [p.work_id for p in decoded if p.work_id is not None], _STORED)
+    existing = {row[0]: _Stored(*row) for row in rows}
     now = utcnow()
     new_works: list[dict[str, Any]] = []
     stale: list[dict[str, Any]] = []
-    for p in batch:
+    for p in decoded:
         # Only checked lines reach the store: they have an id, columns and their text.
         assert p.work_id is not None and p.columns is not None and p.text is not None
         old = existing.get(p.work_id)
         if old is not None and old.record_hash == p.digest:
             summary.unchanged += 1
-            if old.machine_hash != p.columns["machine_hash"]:  # imported under another schema
+            # Imported under another schema, or before the warnings were kept.
+            if old.machine_hash != p.columns["machine_hash"] or old.import_warnings is None:
                 stale.append({"b_id": p.work_id, "machine": p.columns["machine"],
-                              "machine_hash": p.columns["machine_hash"]})  # fmt: skip
+                              "machine_hash": p.columns["machine_hash"],
+                              "import_warnings": p.columns["import_warnings"]})  # fmt: skip
+            continue
+        if old is None:  # the row is the line's columns: filled in place, not copied
+            cols = p.columns
+            cols["record"], cols["record_hash"] = RawJSON(p.text), p.digest
+            cols["updated_at"] = cols["imported_at"] = now
+            new_works.append(cols)
             continue
         cols = dict(p.columns, record=RawJSON(p.text), record_hash=p.digest, updated_at=now)
-        if old is None:
-            new_works.append(dict(cols, imported_at=now))
-            continue
         if old.model_version != cols["model_version"]:
             keep_superseded_prediction(conn, p.work_id, old.model_version, now)
         # Machine and bibliographic columns only: status, answers and labels stay as they are.
@@ -65,9 +71,56 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
     if stale:
         conn.execute(
             update(Work).where(Work.id == bindparam("b_id"))
-            .values(machine=bindparam("machine"), machine_hash=bindparam("machine_hash")),
+            .values(machine=bindparam("machine"), machine_hash=bindparam("machine_hash"),
+                    import_warnings=bindparam("import_warnings")),
             stale,
         )  # fmt: skip
+
+
+_MARKS = 10_000
+
+
+class _Stored(NamedTuple):
+    """What write_batch reads of a stored work."""
+
+    id: str
+    record_hash: str
+    model_version: str | None
+    machine_hash: str | None
+    import_warnings: str | None
+
+
+_STORED = ("id", "record_hash", "model_version", "machine_hash", "import_warnings")
+
+
+def stored_rows(
+    conn: Connection, ids: list[str], columns: tuple[str, ...]
+) -> list[tuple[Any, ...]]:
+    """Columns of the works with these ids (tuples), in one query on the driver's cursor.
+
+    A Core `IN` of thousands of ids costs more to compile than the lookup costs to run (a
+    bind parameter each), and a Core result fetches row by row: one array parameter on
+    PostgreSQL, plain marks on SQLite, and one fetchall.
+    """
+    if not ids:
+        return []
+    names = ", ".join(columns)
+    dbapi = conn.connection.driver_connection
+    assert dbapi is not None  # only a closed or invalidated pool entry has none
+    cur = dbapi.cursor()
+    try:
+        if conn.dialect.name == "postgresql":
+            cur.execute(f"SELECT {names} FROM works WHERE id = ANY(%s)", (ids,))
+            return list(cur.fetchall())
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(ids), _MARKS):  # SQLite takes at most 32,766 of them
+            part = tuple(ids[start : start + _MARKS])
+            marks = ", ".join("?" * len(part))
+            cur.execute(f"SELECT {names} FROM works WHERE id IN ({marks})", part)
+            rows += cur.fetchall()
+        return rows
+    finally:
+        cur.close()
 
 
 def keep_superseded_prediction(

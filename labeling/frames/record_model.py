@@ -1,0 +1,179 @@
+"""A typed frame record built from the schema, decoded and checked in C by msgspec.
+
+The model is at least as strict as check_record: a line it accepts is one check_record
+accepts with no error, so only the lines it refuses need the detailed (and slower) checks
+that word each rejection. Vector lengths come from the label lists, scores are numbers in
+[0, 1], strings and integers are bounded by their works columns (labeling/frames/limits.py),
+and the id must be a work id that fits its column. Unknown fields are allowed and ignored;
+the record stored is the line itself, so nothing is re-serialised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
+
+from labeling.frames import checks
+from labeling.frames.limits import COLUMN_SOURCES, column_rules
+from labeling.schema import Schema
+
+Unit = Annotated[float, Meta(ge=0.0, le=1.0)]
+# JSON text can hold NUL only as this escape (a raw control byte is not JSON): such a line
+# takes the detailed checks, which word the column it cannot be stored in.
+NUL_ESCAPE = b"\\u0000"
+
+
+class ModelConflict(Exception):
+    """The schema's paths cannot be one typed model (a path is both a value and an object)."""
+
+
+def _text(column: str) -> Any:
+    length = column_rules()[column].length
+    return str if length is None else Annotated[str, Meta(max_length=length)]
+
+
+def _integer(column: str) -> Any:
+    rule = column_rules()[column]
+    return Annotated[int, Meta(ge=rule.low, le=rule.high)]
+
+
+def _id_type() -> Any:
+    """A work id as check_record reads it, whose normalised form fits works.id."""
+    length = column_rules()["id"].length
+    digits = "+" if length is None else f"{{1,{length - 1}}}"
+    return Annotated[str, Meta(pattern=rf"^(?:https?://openalex\.org/)?[Ww][0-9]{digits}$")]
+
+
+def _leaf_types(schema: Schema) -> dict[str, Any]:
+    """The type of every path check_record looks at, keyed by dotted path."""
+    column_of = {source: column for column, source in COLUMN_SOURCES.items()}
+    types: dict[str, Any] = {}
+
+    def put(path: str, kind: Any) -> None:
+        if path in types and types[path] != kind:
+            raise ModelConflict(f"{path}: two types")
+        types[path] = kind
+
+    for key in checks._STR_FIELDS:
+        put(key, _text(key))
+    for key in checks._INT_FIELDS:
+        put(key, _integer(key))
+    for key in checks._BOOL_FIELDS:
+        put(key, bool)
+    put("routes", dict[str, bool | None])
+    put("direct_labels", list[Any])
+    for key in checks._PRED_UNIT:
+        put(f"prediction.{key}", Unit)
+    for key in checks._PRED_STR:
+        path = f"prediction.{key}"
+        put(path, _text(column_of[path]))
+    for key in checks._MS_UNIT:
+        put(f"machine_scores.{key}", Unit)
+    for key in checks._MS_BOOL:
+        put(f"machine_scores.{key}", bool)
+    for key in checks._MS_STR:
+        put(f"machine_scores.{key}", str)
+    for q in schema.questions:
+        n = len(q.labels)
+        vector = Annotated[list[Unit], Meta(min_length=n, max_length=n)]
+        for path in q.scores.values():
+            put(path, Unit if q.kind == "binary" else vector)
+        call = {"binary": bool, "single": str, "multi": list[str]}[q.kind]
+        for path in q.calls.values():
+            put(path, call)
+    return types
+
+
+@dataclass(frozen=True)
+class RecordModel:
+    """The record Struct type, its decoder, and where each dotted path is in a decoded one."""
+
+    decoder: msgspec.json.Decoder[Any]
+    attrs: dict[str, str]  # dotted path -> its attribute name in its parent Struct
+    empty: dict[str, Any]  # dotted path of a nested Struct -> an instance with every field None
+    types: dict[str, Any]  # dotted path of a value -> its type in the model
+
+    def columns(self, records: Sequence[Any]) -> Columns:
+        """Column access to a chunk of decoded records."""
+        return Columns(self, records)
+
+
+class Columns:
+    """The values at dotted paths of a chunk of decoded records, each level read once."""
+
+    def __init__(self, model: RecordModel, records: Sequence[Any]) -> None:
+        self.model = model
+        self.cache: dict[str, list[Any]] = {"": list(records)}
+
+    def __len__(self) -> int:
+        return len(self.cache[""])
+
+    def __getitem__(self, path: str) -> list[Any]:
+        """The value at `path` of each record (None where absent or null)."""
+        column = self.cache.get(path)
+        if column is None:
+            parent = path.rpartition(".")[0]
+            column = list(map(attrgetter(self.model.attrs[path]), self[parent]))
+            empty = self.model.empty.get(path)
+            if empty is not None:  # an absent object reads as one whose fields are all None
+                column = [empty if v is None else v for v in column]
+            self.cache[path] = column
+        return column
+
+
+def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], path: str) -> Any:
+    """A Struct for one level of the tree; keys become f0, f1... renamed to the JSON keys."""
+    specs: list[Any] = []
+    rename: dict[str, str] = {}
+    for i, (key, node) in enumerate(tree.items()):
+        attr = f"f{i}"
+        rename[attr] = key
+        sub = f"{path}.{key}" if path else key
+        model["attrs"][sub] = attr
+        if isinstance(node, dict):
+            kind = _struct(f"{name}_{i}", node, model, sub)
+            model["empty"][sub] = kind()
+        else:
+            kind = model["types"][sub] = node
+        if sub == "id":
+            specs.append((attr, kind))  # required: a record without one is rejected
+        else:
+            specs.append((attr, kind | None, None))
+    specs.sort(key=lambda spec: len(spec) != 2)  # required fields first
+    return msgspec.defstruct(name, specs, rename=rename)
+
+
+def _model(schema: Schema) -> RecordModel | None:
+    try:
+        leaves = _leaf_types(schema)
+    except ModelConflict:
+        return None
+    tree: dict[str, Any] = {"id": _id_type()}
+    for path, kind in leaves.items():
+        node = tree
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                return None  # a value where an object is needed: no typed model
+        if isinstance(node.get(last), dict):
+            return None
+        node[last] = kind
+    parts: dict[str, dict[str, Any]] = {"attrs": {}, "empty": {}, "types": {}}
+    record = _struct("Record", tree, parts, "")
+    return RecordModel(msgspec.json.Decoder(record), parts["attrs"], parts["empty"], parts["types"])
+
+
+_models: dict[str, RecordModel | None] = {}
+
+
+def record_model(schema: Schema) -> RecordModel | None:
+    """The typed model of a schema's records (None: its paths cannot form one; check all)."""
+    if schema.hash not in _models:  # once per schema and process (a worker builds its own)
+        _models[schema.hash] = _model(schema)
+    return _models[schema.hash]

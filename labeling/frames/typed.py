@@ -1,0 +1,70 @@
+"""The fast path of a chunk: lines decoded into the typed model, then checked all at once.
+
+A line takes it only if nothing about it needs a detailed message: valid UTF-8, accepted
+by the typed model, no number that orjson (the detailed path) would refuse, no NUL (which
+a text column cannot store). Every other line gets None and goes through check_record,
+which words why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+import orjson
+
+from labeling.frames.batch_checks import batch_columns, batch_machine, batch_warnings
+from labeling.frames.machine_columns import machine_hash
+from labeling.frames.record_model import NUL_ESCAPE, record_model
+from labeling.schema import Schema
+
+# Digits become "0" and "E" becomes "e" (a "+" is dropped), so that two substring searches
+# find every number literal too large for a double: orjson refuses those, msgspec skips
+# them in fields the model ignores. A title like "1e100" only sends its line the slow way.
+_NUMBERS = bytes.maketrans(b"123456789E", b"000000000e")
+_EXPONENT = b"e000"  # an exponent of three digits or more
+_LONG_INTEGER = b"0" * 200  # 1e308 needs 209 digits before the point with a 2-digit exponent
+
+
+def _may_overflow(line: bytes) -> bool:
+    """Whether a line may hold a number literal beyond the range of a double."""
+    digits = line.translate(_NUMBERS, b"+")
+    return _EXPONENT in digits or _LONG_INTEGER in digits
+
+
+def typed_chunk(lines: list[tuple[int, bytes]], schema: Schema) -> list[Any]:
+    """For each stripped line: (work id, columns, warnings, text, digest), or None (check it)."""
+    model = record_model(schema)
+    if model is None:
+        return [None] * len(lines)
+    out: list[Any] = [None] * len(lines)
+    records, where, texts = [], [], []
+    decode = model.decoder.decode
+    for i, (_, line) in enumerate(lines):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if _may_overflow(line) or NUL_ESCAPE in line:
+            continue  # NUL: a text column may not store it, and check_record says which
+        try:
+            records.append(decode(line))
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            continue
+        where.append(i)
+        texts.append(text)
+    if not records:
+        return out
+    values = model.columns(records)
+    columns = batch_columns(values)
+    warnings = batch_warnings(schema, values)
+    machine = batch_machine(schema, values)
+    plan_hash = machine_hash(schema)
+    for j, i in enumerate(where):
+        cols = columns[j]
+        cols["machine"], cols["machine_hash"] = machine[j], plan_hash
+        cols["import_warnings"] = orjson.dumps(warnings[j]).decode()
+        digest = hashlib.sha256(lines[i][1]).hexdigest()
+        out[i] = (cols["id"], cols, warnings[j], texts[j], digest)
+    return out

@@ -1,0 +1,162 @@
+"""The typed, per-chunk path gives exactly what the per-record checks give, line by line."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from typing import Any
+
+import orjson
+import pytest
+
+from labeling.frames import lines
+from labeling.frames.checks import check_record
+from labeling.frames.lines import parse_chunk
+from labeling.frames.record_model import record_model
+from labeling.frames.synth import iter_synthetic_records
+from labeling.frames.typed import typed_chunk
+from labeling.schema import Schema, get_path
+
+# Changes to a record, each at a dotted path: most keep it valid (and may raise warnings),
+# some make it invalid (it must then take the detailed path and be worded as before).
+DAMAGE: list[tuple[str, Any]] = [
+    ("prediction.genre_codex", "no_such_label"),
+    ("prediction.genre_codex", None),
+    ("prediction.genre_candidate", "empirical"),
+    ("prediction.genre_consensus", "methods"),
+    ("prediction.study_design_candidate", None),
+    ("prediction.domain_consensus", "health_sciences"),
+    ("prediction.candidate_categories", ["Bibliometrics"]),
+    ("prediction.consensus_categories", ["Open science", "Open science"]),
+    ("prediction.candidate_categories", ["not a label"]),
+    ("prediction.category_scores_codex", [0.5] * 9),
+    ("prediction.category_scores_gemma", None),
+    ("prediction.category_scores_codex", [1, 0, 1, 0, 1, 0, 1, 0, 1]),
+    ("prediction.genre_scores_codex", [0.2] * 9),
+    ("prediction.domain_scores_gemma", None),
+    ("prediction.about_ca_system_candidate", True),
+    ("prediction.about_ca_topic_consensus", True),
+    ("prediction.about_ca_system_score_codex", 0.5),
+    ("prediction.about_ca_system_score_gemma", 1),
+    ("prediction.about_ca_topic_score_codex", None),
+    ("prediction.prediction_status", "validated"),
+    ("prediction.model_version", None),
+    ("prediction.teacher_disagreement_score", 0),
+    ("machine_scores.score_spread", 0.5),
+    ("machine_scores.score_opus", None),
+    ("machine_scores.validation_status", None),
+    ("machine_scores.note", "x" * 5000),
+    ("prediction", None),
+    ("machine_scores", None),
+    ("routes", None),
+    ("routes", {"ca_aff": None}),
+    ("year", None),
+    ("title", "caf\u00e9 \U0001f600"),
+    ("doi", "d" * 255),
+    ("id", "https://openalex.org/w123"),
+    ("extra", {"nested": [1, 2.5, "x", None]}),
+    # invalid: each must be rejected with check_record's words
+    ("doi", "d" * 256),
+    ("title", "nul\x00"),
+    ("lang", 5),
+    ("year", 2020.0),
+    ("year", True),
+    ("cited_by", 2**40),
+    ("is_retracted", 1),
+    ("routes", {"ca_aff": "yes"}),
+    ("direct_labels", {}),
+    ("prediction.category_scores_codex", [0.5] * 8),
+    ("prediction.category_scores_codex", [0.5] * 8 + [1.5]),
+    ("prediction.genre_codex", 3),
+    ("prediction.candidate_categories", "Bibliometrics"),
+    ("prediction.about_ca_system_candidate", "yes"),
+    ("prediction.about_ca_system_score_codex", -0.1),
+    ("prediction.model_version", "m" * 129),
+    ("machine_scores.score_opus", "0.5"),
+    ("machine_scores.provisional", "true"),
+    ("prediction", []),
+    ("id", "W" + "1" * 40),
+    ("id", " W12 "),
+    ("id", None),
+]
+
+
+def _set(rec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    rec = copy.deepcopy(rec)
+    *parents, last = path.split(".")
+    node = rec
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            return rec
+        node = node[part]
+    node[last] = value
+    return rec
+
+
+def _frame(seed_record: dict[str, Any]) -> list[bytes]:
+    """Synthetic records, the seed, every damage alone and random pairs of them, as lines."""
+    base = [*iter_synthetic_records(150, seed=5), seed_record]
+    rng = random.Random(7)
+    records = list(base)
+    for i, (path, value) in enumerate(DAMAGE):
+        records.append(_set(base[i % len(base)], path, value))
+    for _ in range(300):
+        rec = rng.choice(base)
+        for path, value in rng.sample(DAMAGE, 2):
+            rec = _set(rec, path, value)
+        records.append(rec)
+    out = [orjson.dumps(r) for r in records]
+    out += [json.dumps(r).encode() for r in records[:20]]  # other spacing
+    out += [b'{"id": "W9", "x": 1e400}', b'{"id": "W9", "title": "\xff"}', b'{"id": "W9"} x']
+    return out
+
+
+def test_the_typed_path_gives_what_check_record_gives(schema: Schema, seed_record: dict) -> None:
+    frame = _frame(seed_record)
+    chunk = list(enumerate(frame, start=2))
+    fast = typed_chunk(chunk, schema)
+    taken = sum(f is not None for f in fast)
+    assert taken > len(frame) / 2  # most lines take the fast path
+    kinds = {w.split(" ")[1] for f in fast if f is not None for w in f[2]}
+    assert len(kinds) >= 6, kinds  # and many kinds of warning are compared
+    for (number, line), result in zip(chunk, fast, strict=True):
+        slow = lines._parse_line(number, line, schema, None)
+        if result is None:
+            continue  # the detailed path words it
+        assert not slow.errors, (line, slow.errors)
+        work_id, columns, warnings, text, digest = result
+        assert (work_id, warnings, text, digest) == (slow.work_id, slow.warnings, slow.text,
+                                                     slow.digest)  # fmt: skip
+        assert slow.columns is not None and list(columns) == list(slow.columns)
+        assert _same_but_int_scores(columns, slow.columns)
+
+
+def _same_but_int_scores(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """A score written as 0 or 1 is an int to orjson and a float to the model: equal values."""
+    numbers = {int, float}
+    return all(a[k] == b[k] and (type(a[k]) is type(b[k]) or {type(a[k]), type(b[k])} <= numbers)
+               for k in a)  # fmt: skip
+
+
+def test_parse_chunk_is_unchanged_by_the_fast_path(
+    schema: Schema, seed_record: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole chunk, with and without the typed path: the same Parsed lines."""
+    chunk = list(enumerate([b"", *_frame(seed_record), b"  "], start=1))
+    with_fast = parse_chunk(chunk, schema)
+    monkeypatch.setattr(lines, "typed_chunk", lambda todo, schema: [None] * len(todo))
+    assert with_fast == parse_chunk(chunk, schema)
+
+
+def test_invalid_lines_never_take_the_fast_path(schema: Schema, seed_record: dict) -> None:
+    for path, value in DAMAGE:
+        rec = _set(seed_record, path, value)
+        line = orjson.dumps(rec)
+        [fast] = typed_chunk([(2, line)], schema)
+        if check_record(rec, schema).errors or "\x00" in str(get_path(rec, path)):
+            assert fast is None, (path, value)
+
+
+def test_the_model_needs_the_schema_to_be_one_tree(schema: Schema) -> None:
+    assert record_model(schema) is not None

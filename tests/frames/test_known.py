@@ -1,0 +1,153 @@
+"""Re-import: unchanged lines are skipped by their stored hash, with the same outcome as before."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select, update
+
+from db.engine import make_engine, read_session, upgrade, write_connection
+from db.models import Work
+from labeling.frames import lines
+from labeling.frames.importer import ImportSummary, import_frame
+from labeling.frames.known import line_id
+from labeling.frames.synth import iter_synthetic_records
+from labeling.schema import Schema
+from tests.conftest import make_record, write_jsonl
+
+
+def _decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the id of every line the (in-process) parser decodes from here on."""
+    seen: list[str] = []
+    real = lines.typed_chunk
+
+    def counting(todo: list[tuple[int, bytes]], schema: Schema) -> Any:
+        seen.extend(str(line_id(number, line)) for number, line in todo)
+        return real(todo, schema)
+
+    monkeypatch.setattr(lines, "typed_chunk", counting)
+    return seen
+
+
+def _outcome(s: ImportSummary) -> tuple[Any, ...]:
+    """What an import reported: counts and every problem (path and timings aside)."""
+    d = s.as_dict()
+    d.pop("path")
+    return tuple(sorted(d.items())), [asdict(p) for p in s.problems]
+
+
+def _frame(seed: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Synthetic records plus the seed record (which carries a consistency warning)."""
+    records = list(iter_synthetic_records(n, seed=3))
+    return [*records, make_record(seed, "W4413411773")]
+
+
+def test_unchanged_reimport_decodes_no_line_and_reports_the_same_warnings(
+    engine: Engine, schema: Schema, seed_record: dict, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    path = write_jsonl(tmp_path / "f.jsonl", _frame(seed_record, 60))
+    first = import_frame(engine, path, schema)
+    assert first.inserted == 61 and first.warnings >= 1
+    decoded = _decodes(monkeypatch)
+    again = import_frame(engine, path, schema)
+    assert decoded == []
+    assert (again.inserted, again.updated, again.unchanged, again.rejected) == (0, 0, 61, 0)
+    assert [asdict(p) for p in again.problems] == [asdict(p) for p in first.problems]
+
+
+def test_a_stale_schema_or_unknown_warnings_decode_the_line_once(
+    engine: Engine, schema: Schema, seed_record: dict, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    path = write_jsonl(tmp_path / "f.jsonl", _frame(seed_record, 20))
+    import_frame(engine, path, schema)
+    with read_session(engine) as s:
+        before = {
+            w.id: (w.machine, w.machine_hash, w.import_warnings) for w in s.scalars(select(Work))
+        }
+    ids = sorted(before)
+    with write_connection(engine) as conn:
+        conn.execute(update(Work).where(Work.id == ids[0]).values(machine_hash="0" * 16))
+        conn.execute(update(Work).where(Work.id == "W4413411773").values(import_warnings=None))
+    decoded = _decodes(monkeypatch)
+    again = import_frame(engine, path, schema)
+    assert sorted(decoded) == sorted([ids[0], "W4413411773"])
+    assert (again.unchanged, again.warnings) == (21, 1)
+    with read_session(engine) as s:
+        after = {
+            w.id: (w.machine, w.machine_hash, w.import_warnings) for w in s.scalars(select(Work))
+        }
+    assert after == before  # recomputed as they were
+    decoded.clear()
+    import_frame(engine, path, schema)
+    assert decoded == []
+
+
+def _fresh(tmp_path: Path, name: str) -> Engine:
+    engine = make_engine(f"sqlite:///{tmp_path / name}")
+    upgrade(engine)
+    return engine
+
+
+def test_skipping_by_hash_reports_exactly_what_decoding_every_line_does(
+    schema: Schema, seed_record: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Changed, unchanged, duplicated, bad and oddly written lines: the same counts and problems."""
+    base = _frame(seed_record, 40)
+    path = write_jsonl(tmp_path / "base.jsonl", base)
+    changed = [dict(r) for r in base]
+    changed[3]["title"] = "changed"
+    text = [json.dumps(r) for r in changed]
+    text[5] = json.dumps({"title": changed[5]["title"], **changed[5]})  # id not the first key
+    text[7] = text[7].replace('"id": "W', '"id": "https://openalex.org/W', 1)  # another spelling
+    text += [text[1], text[3], '{"id": "W1", "year": "x"}', "not json", json.dumps(base[9])]
+    text.insert(0, "")
+    second = write_jsonl(tmp_path / "second.jsonl", text)
+    outcomes = []
+    for name, skip in (("a.db", True), ("b.db", False)):
+        engine = _fresh(tmp_path, name)
+        import_frame(engine, path, schema)
+        if not skip:
+            monkeypatch.setattr("labeling.frames.importer.known_hashes", lambda *a: {})
+        outcomes.append(_outcome(import_frame(engine, second, schema)))
+        with read_session(engine) as s:
+            outcomes.append(
+                [tuple(w.record_hash for w in s.scalars(select(Work).order_by(Work.id)))]
+            )
+        engine.dispose()
+    assert outcomes[0] == outcomes[2] and outcomes[1] == outcomes[3]
+    counts = dict(outcomes[0][0])
+    assert (counts["updated"], counts["rejected"], counts["unchanged"]) == (3, 5, 38)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b'{"id": "W12", "x": 1}', "W12"),
+        (b'  {"id":"https://openalex.org/w7"}', "W7"),
+        (b'\xef\xbb\xbf{"id": "W5"}', "W5"),  # line 1 only
+        (b'{"x": 1, "id": "W12"}', None),
+        (b'{"id": "W1\\u0032"}', None),
+        (b'{"id": "X12"}', None),
+    ],
+)
+def test_line_id_reads_a_leading_id_or_gives_up(line: bytes, expected: str | None) -> None:
+    assert line_id(1, line) == expected
+
+
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"])
+def test_a_plain_file_read_in_blocks_gives_the_lines_of_line_by_line_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ending: bytes
+) -> None:
+    data = b"\n".join([b'{"id": "W1"}', b"", b"  ", b"x" * 40, b'{"a": 1}\r', b"last"]) + ending
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
+    monkeypatch.setattr(lines, "BLOCK_BYTES", 7)  # lines cross block boundaries
+    got = [item for chunk, _ in lines.iter_chunks(path, size=2) for item in chunk]
+    assert got == expected
