@@ -49,6 +49,25 @@ def test_lead_creates_a_campaign_and_sees_its_progress(db: str) -> None:
     assert "0 of 5 works have all their labels" in at.get("progress")[0].proto.text
 
 
+def test_lead_creates_a_campaign_with_randomised_arms(db: str) -> None:
+    """A share below 1 of scores shown is stored as the assist rate (seeded); 0 means blind."""
+    at = login("lead", page="pages/campaigns.py")
+    at.text_input(key="new_name").input("arms")
+    at.number_input(key="new_seed").set_value(4)
+    at.number_input(key="new_assist_rate").set_value(0.5)
+    at.button(key="create_campaign").click().run()
+    assert not at.exception, at.exception
+    at.text_input(key="new_name").input("never")
+    at.number_input(key="new_assist_rate").set_value(0.0)
+    at.button(key="create_campaign").click().run()
+    assert not at.exception, at.exception
+    from labeling.review.campaigns import get_campaign
+
+    arms, never = get_campaign(get_engine(db), "arms"), get_campaign(get_engine(db), "never")
+    assert (arms.assist_rate, arms.blind) == (0.5, False)
+    assert (never.assist_rate, never.blind) == (None, True)
+
+
 def test_campaign_form_errors_are_shown_not_raised(db: str) -> None:
     at = login("lead", page="pages/campaigns.py")
     at.text_input(key="new_name").input("top")  # exists already
