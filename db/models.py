@@ -51,9 +51,7 @@ class UTCDateTime(TypeDecorator):
     def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        value = value.astimezone(UTC)
+        value = (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
         # SQLite keeps text; a naive UTC string sorts and compares correctly there.
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
@@ -134,8 +132,7 @@ class Work(Base):
     # parts they were computed with (labeling.frames.machine_columns); NULL for rows from elsewhere.
     machine: Mapped[str | None] = mapped_column(Text)
     machine_hash: Mapped[str | None] = mapped_column(String(16))
-    # The record's consistency warnings as a JSON array (computed under machine_hash): a
-    # re-import that skips the unchanged line unread still reports them. NULL: not known.
+    # Consistency warnings (JSON array, under machine_hash), reported again by a skipping re-import.
     import_warnings: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (
@@ -256,8 +253,7 @@ class Campaign(Base):
     is_probability_sample: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     overlap: Mapped[int] = mapped_column(Integer, nullable=False, default=1)
     blind: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
-    # The share of (work, annotator) assignments shown the teachers' scores before submit,
-    # drawn with assist_seed (NULL: blind decides, 0 or 1; labeling/review/assist.py).
+    # Share of assignments shown the scores before submit (NULL: blind decides; review/assist).
     assist_rate: Mapped[float | None] = mapped_column(Float)
     assist_seed: Mapped[int | None] = mapped_column(Integer)
     questions: Mapped[list[Any] | None] = mapped_column(JSON)
