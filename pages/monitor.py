@@ -250,12 +250,12 @@ def machines_tab(stats: Statistics, prefix: str) -> None:
 def estimates_tab(stats: Statistics, prefix: str) -> None:
     """Frame prevalence per label from a probability sample, or the plain refusal."""
     est = stats.estimates or {}
+    if stats.sentences.get("plan"):  # before the estimates too: planning starts at 0 labels
+        st.info(esc(stats.sentences["plan"]), icon=":material/calculate:")
     if not est.get("estimable"):
         st.warning(esc(stats.sentences["estimates"]), icon=":material/block:")
         return
     st.caption(esc(stats.sentences["estimates"]))
-    if stats.sentences.get("plan"):
-        st.info(esc(stats.sentences["plan"]), icon=":material/calculate:")
     show_table(stats.tables["strata"], prefix)
     show_table(stats.tables["estimates"], prefix)
 

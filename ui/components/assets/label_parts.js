@@ -119,7 +119,7 @@ export function paintCard(S, api) {
       col.appendChild(detailsBox("How this classification was reached", d.details,
                                  S.ui.details, api.details));
     } else if (d.blind) {
-      col.appendChild(el("div", "lf-info", "Blind campaign: machine scores stay hidden until "
+      col.appendChild(el("div", "lf-info", "Blind: machine scores stay hidden until "
                                            + "you submit your label."));
     }
   }
