@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from labeling.review.campaigns import CampaignError, create_campaign
 from labeling.schema import Schema
 from labeling.settings import get_settings
 from tests.factories import add_user
-from tests.reports.test_evaluation import BIB, _frame, _high, _truth
+from tests.reports.test_evaluation import BIB, _high, _truth
 
 
 def _codex_calls(work_id: str) -> list[str]:
@@ -44,20 +43,18 @@ def _label_all(engine: Engine, schema: Schema, cid: int, users: list[int]) -> No
             assert out.saved, out.message
 
 
-def test_arms_are_drawn_per_assignment_recorded_and_compared(
-    engine: Engine,
-    schema: Schema,
-    seed_record: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(flow, "MIN_DWELL", 0.0)
-    _frame(engine, schema, seed_record, tmp_path)
-    camp = create_campaign(engine, name="arms", strategy="score_max", overlap=3,
-                           assist_rate=0.5, seed=3, questions=["categories"])  # fmt: skip
+def labelled_arms(engine: Engine, schema: Schema, *, overlap: int, seed: int) -> Any:
+    """A campaign with arms (R = 0.5) on categories, every work labelled by `overlap` users."""
+    camp = create_campaign(engine, name="arms", strategy="score_max", overlap=overlap,
+                           assist_rate=0.5, seed=seed, questions=["categories"])  # fmt: skip
+    _label_all(engine, schema, camp.id, [add_user(engine, f"ann{i}") for i in range(overlap)])
+    return camp
+
+
+def test_arms_are_drawn_per_assignment_recorded_and_compared(frame: Engine, schema: Schema) -> None:
+    engine = frame
+    camp = labelled_arms(engine, schema, overlap=3, seed=3)
     assert camp.assist_rate == 0.5
-    users = [add_user(engine, f"ann{i}") for i in range(3)]
-    _label_all(engine, schema, camp.id, users)
     with read_session(engine) as session:
         rows = session.execute(
             select(Label.work_id, Label.user_id, Label.scores_visible).where(
@@ -89,17 +86,9 @@ def test_assist_rate_is_checked() -> None:
         create_campaign(None, name="x", assist_rate=0.5, blind=True)  # type: ignore[arg-type]
 
 
-def test_anchoring_cli(
-    db_url: str,
-    engine: Engine,
-    schema: Schema,
-    seed_record: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_anchoring_cli(db_url: str, frame: Engine, schema: Schema) -> None:
     """`labeling anchoring`: JSON keys, the text lines, a campaign without arms says so."""
-    monkeypatch.setattr(flow, "MIN_DWELL", 0.0)
-    _frame(engine, schema, seed_record, tmp_path)
+    engine = frame
     run = CliRunner().invoke
     create = ["--db", db_url, "campaigns", "create"]
     made = run(main, [*create, "arms", "--strategy", "score_max", "--overlap", "2",

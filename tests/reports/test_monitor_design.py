@@ -13,11 +13,10 @@ from labeling.reports.evaluation import validated_works
 from labeling.reports.monitor.design import NO_ARMS
 from labeling.reports.monitor.view import statistics
 from labeling.reports.planning import plan_for, plan_sentence
-from labeling.review import flow
 from labeling.review.campaigns import create_campaign, get_campaign
 from labeling.schema import Schema
 from tests.factories import add_user
-from tests.reports.test_anchoring import _label_all
+from tests.reports.test_anchoring import labelled_arms
 from tests.reports.test_evaluation import QUESTIONS, _frame, _label
 
 
@@ -36,18 +35,9 @@ def test_a_sample_campaign_shows_its_plan_and_no_arms(
     assert stats.tables["anchoring"].is_empty and stats.tables["anchoring"].empty == NO_ARMS
 
 
-def test_an_assist_campaign_shows_the_report_s_numbers(
-    engine: Engine,
-    schema: Schema,
-    seed_record: dict[str, Any],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(flow, "MIN_DWELL", 0.0)
-    _frame(engine, schema, seed_record, tmp_path)
-    camp = create_campaign(engine, name="arms", strategy="score_max", overlap=2,
-                           assist_rate=0.5, seed=5, questions=["categories"])  # fmt: skip
-    _label_all(engine, schema, camp.id, [add_user(engine, "a"), add_user(engine, "b")])
+def test_an_assist_campaign_shows_the_report_s_numbers(frame: Engine, schema: Schema) -> None:
+    engine = frame
+    camp = labelled_arms(engine, schema, overlap=2, seed=5)
     stats = statistics(engine, schema, get_campaign(engine, camp.id))
     assert stats.sentences["plan"] == ""  # a score order is no sample: no plan line
     rows = stats.tables["anchoring"].raw
