@@ -87,14 +87,20 @@ def _smoothed(x: np.ndarray, of: np.ndarray) -> np.ndarray:
     return (x + JEFFREYS) / (of + 2 * JEFFREYS)
 
 
+def _interval(
+    measure: Measure, c: np.ndarray, m: np.ndarray, n: np.ndarray, N: np.ndarray, alpha: float
+) -> dict[str, np.ndarray]:
+    """The interval `labeling estimates` reports for these counts (estimate "p", "lo", "hi")."""
+    if measure == "prevalence":
+        return stratified_counts(c, n, N, alpha)
+    return ratio_counts(c, m, n, N, alpha)
+
+
 def _half_width(
     measure: Measure, c: np.ndarray, m: np.ndarray, n: np.ndarray, N: np.ndarray, alpha: float
 ) -> np.ndarray:
-    """The reported interval's half-width, vectorised over leading axes (NaN when undefined)."""
-    if measure == "prevalence":
-        out = stratified_counts(c, n, N, alpha)
-    else:
-        out = ratio_counts(c, m, n, N, alpha)
+    """The reported interval's half-width (NaN when undefined)."""
+    out = _interval(measure, c, m, n, N, alpha)
     return np.asarray((out["hi"] - out["lo"]) / 2, dtype=float)
 
 
@@ -229,9 +235,6 @@ def _now(
     """The estimate and half-width `labeling estimates` would report now (None if none)."""
     if (n == 0).any() or (measure != "prevalence" and m.sum() == 0):
         return None, None
-    if measure == "prevalence":
-        out = stratified_counts(c, n, N, alpha)
-    else:
-        out = ratio_counts(c, m, n, N, alpha)
+    out = _interval(measure, c, m, n, N, alpha)
     p, width = float(out["p"]), float((out["hi"] - out["lo"]) / 2)
     return (p if math.isfinite(p) else None), (width if math.isfinite(width) else None)
