@@ -121,7 +121,8 @@ def reliability(stats: Statistics, prefix: str) -> None:
     """Question 3: Krippendorff's alpha per question, flagged below 0.667 and 0.8."""
     st.markdown("##### Which questions are unreliable?")
     st.caption(esc(stats.sentences["reliability"]))
-    show_table(stats.tables["reliability"], prefix)
+    if not stats.tables["reliability"].is_empty:  # its empty state is the sentence above
+        show_table(stats.tables["reliability"], prefix)
 
 
 def teachers(stats: Statistics, prefix: str) -> None:

@@ -144,6 +144,9 @@ def test_monitor_page(crowd: dict[str, Any]) -> None:
             "No labels or status changes yet in this campaign.",
         ):
             assert sentence in text
+        # the reliability question says it once (its empty table kept quiet), the Agreement
+        # tab once more
+        assert text.count("No labels yet: there is no agreement to measure.") == 2
         assert not at.dataframe  # sentences, never a table of zeros
         assert not at.get("vega_lite_chart")
         return
