@@ -69,6 +69,7 @@ class Validated:
     finals: list[dict[str, Any]]
     matrix: np.ndarray
     texts: list[str | None] = field(default_factory=list)  # the final answers' JSON text
+    hashes: list[str] = field(default_factory=list)  # the records' hashes (memo keys)
     _humans: dict[str, list[Any]] = field(default_factory=dict, repr=False)
 
     def humans(self, question: Question) -> list[Any]:
@@ -112,9 +113,10 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
         rows = session.connection().execute(query).all()
     ids = [r[0] for r in rows]
     texts: list[str | None] = [r[2] for r in rows]
-    matrix = encoded_records(engine, schema, ids, [r[1] for r in rows])
+    hashes = [r[1] for r in rows]
+    matrix = encoded_records(engine, schema, ids, hashes)
     finals = [dict(orjson.loads(t) or {}) if t else {} for t in texts]
-    return Validated(ids, finals, matrix, texts)
+    return Validated(ids, finals, matrix, texts, hashes)
 
 
 def machine_report(
@@ -157,14 +159,14 @@ def design_population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int
 
 def drawn_items(engine: Engine, campaign_id: int) -> list[Any]:
     """The drawn items (work id, stratum) in queue order (gold and added items have no
-    inclusion probability)."""
+    inclusion probability), fetched at once (iterating the result costs 0.3 s per 50,000)."""
     query = (
         select(CampaignItem.work_id, CampaignItem.stratum)
         .where(CampaignItem.campaign_id == campaign_id, CampaignItem.inclusion_prob.is_not(None))
         .order_by(CampaignItem.position)
     )
     with read_session(engine) as session:
-        return list(session.connection().execute(query))
+        return list(session.connection().execute(query).all())
 
 
 def _question_estimates(
@@ -203,6 +205,7 @@ def frame_estimates(
     campaign: str | int | CampaignInfo,
     *,
     validated: Validated | None = None,
+    drawn: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Design-based prevalence of every label in the frame, and each system's precision/recall.
 
@@ -212,6 +215,7 @@ def frame_estimates(
         campaign: a probability-sample campaign (name, id or CampaignInfo); any other
             campaign gets a plain refusal (estimable False and the reason).
         validated: validated_works of the same campaign, when already read.
+        drawn: drawn_items of the campaign, when already read.
     """
     info = _campaign(engine, campaign)
     head: dict[str, Any] = {
@@ -223,7 +227,7 @@ def frame_estimates(
     if not verdict.estimable:
         return {**head, "estimable": False, "reason": verdict.reason, "questions": {}}
     population, sampled = design_population(info)
-    rows = drawn_items(engine, info.id)
+    rows = drawn if drawn is not None else drawn_items(engine, info.id)
     v = validated or validated_works(engine, schema, info.id)
     where = v.position()
     chosen = [(r[1], where[r[0]]) for r in rows if r[0] in where and v.finals[where[r[0]]]]
