@@ -20,6 +20,7 @@ import orjson
 from sqlalchemy import Engine, Text, cast, select
 
 from db.engine import read_session
+from db.fetch import driver_rows
 from db.models import CampaignItem, Work
 from labeling.review.campaigns import CampaignInfo, get_campaign
 from labeling.review.validation import campaign_questions
@@ -99,7 +100,7 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
         campaign_id: the campaign whose queue holds the works; None = every validated work.
     """
     # The answers as text, parsed here: the Monitor compares labels to the text itself. Read
-    # through the connection: the ORM session's result processing is not needed here.
+    # through the driver's cursor: no result processing is needed (0.1 s of 23,678 works).
     query = (
         select(Work.id, Work.record_hash, cast(Work.final_answers, Text))
         .where(Work.status == STATUS_VALIDATED)
@@ -110,7 +111,7 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
             CampaignItem.campaign_id == campaign_id
         )
     with read_session(engine) as session:
-        rows = session.connection().execute(query).all()
+        rows = driver_rows(session.connection(), query)
     ids = [r[0] for r in rows]
     texts: list[str | None] = [r[2] for r in rows]
     hashes = [r[1] for r in rows]
@@ -159,14 +160,15 @@ def design_population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int
 
 def drawn_items(engine: Engine, campaign_id: int) -> list[Any]:
     """The drawn items (work id, stratum) in queue order (gold and added items have no
-    inclusion probability), fetched at once (iterating the result costs 0.3 s per 50,000)."""
+    inclusion probability), as the driver's tuples (iterating the result costs 0.3 s per
+    50,000 items, fetching its Row objects 0.15 s)."""
     query = (
         select(CampaignItem.work_id, CampaignItem.stratum)
         .where(CampaignItem.campaign_id == campaign_id, CampaignItem.inclusion_prob.is_not(None))
         .order_by(CampaignItem.position)
     )
     with read_session(engine) as session:
-        return list(session.connection().execute(query).all())
+        return driver_rows(session.connection(), query)
 
 
 def _question_estimates(
