@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import orjson
 import pandas as pd
-from sqlalchemy import Connection, Engine, Select, Text, case, cast, func, select
+from sqlalchemy import Engine, Text, case, cast, func, select
 
 from db.engine import read_session
+from db.fetch import driver_rows
 from db.models import CampaignItem, Label, StatusEvent, User, Work
 from labeling.reports import monitoring as mon
 from labeling.reports.agreement import coded_long_answers
@@ -195,22 +196,6 @@ def _match_rows(questions: list[str], given: list[Any], truth: list[Any]) -> np.
     return out
 
 
-def _driver_rows(conn: Connection, query: Select[Any]) -> list[tuple[Any, ...]]:
-    """A select's rows as the DB-API driver returns them: no per-row result processing (0.4 s
-    of 100,000 labels). The caller converts the columns (flags come as 0/1 from SQLite)."""
-    compiled = query.compile(dialect=conn.dialect)
-    params = compiled.construct_params()
-    bound = tuple(params[k] for k in compiled.positiontup or ()) if compiled.positional else params
-    driver = conn.connection.dbapi_connection
-    assert driver is not None  # a connection in use has its DB-API connection
-    cursor = driver.cursor()
-    try:
-        cursor.execute(compiled.string, bound)
-        return list(cursor.fetchall())
-    finally:
-        cursor.close()
-
-
 def label_rows(
     engine: Engine,
     schema: Schema,
@@ -248,7 +233,7 @@ def label_rows(
     )
     with read_session(engine) as session:
         conn = session.connection()
-        rows = _driver_rows(conn, labels)
+        rows = driver_rows(conn, labels)
         users = dict(conn.execute(select(User.id, User.name)).all())
         gold = set(conn.execute(items.where(CampaignItem.is_gold)).scalars())
         if truth is None:
@@ -295,16 +280,27 @@ def agreement_labels(rows: pd.DataFrame) -> pd.DataFrame:
     """label_rows as the agreement report's long table (reports.long_answers), without reading
     the labels again: current, not skipped, ordered by work and annotator like the CLI."""
     names = rows.attrs.get("questions", [])
-    current = rows[~rows["skipped"]].sort_values(["work_id", "annotator"], kind="stable")
+    keep = ~rows["skipped"].to_numpy(dtype=bool)
+    works = rows["work_id"].to_numpy(dtype=object)[keep]
+    who = rows["annotator"].to_numpy(dtype=object)[keep]
+    # Ordered by work, then annotator (missing names last), stable: a lexsort of each value's
+    # rank, which orders like sort_values on the two text columns at a fraction of its cost.
+    order = np.lexsort((_ranks(who), _ranks(works)))
     # Equal answers are common (a few thousand texts for 100,000 labels): parse each once.
-    codes, texts = pd.factorize(current["answers"].to_numpy(dtype=object))
+    codes, texts = pd.factorize(rows["answers"].to_numpy(dtype=object)[keep][order])
     return coded_long_answers(
-        current["work_id"].to_numpy(dtype=object),
-        current["annotator"].to_numpy(dtype=object),
+        works[order],
+        who[order],
         codes,
         [orjson.loads(t) or {} for t in texts],
         names,
     )
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Each value's rank among the distinct values (sorted), missing values after the rest."""
+    codes, uniques = pd.factorize(values, sort=True)
+    return np.where(codes < 0, len(uniques), codes)
 
 
 def matches_of(rows: pd.DataFrame) -> pd.DataFrame:
@@ -315,11 +311,12 @@ def matches_of(rows: pd.DataFrame) -> pd.DataFrame:
     # melt and dropna by hand: question by question, the compared rows in order.
     compared = ~np.isnan(rows[names].to_numpy(dtype=float))
     q, r = np.nonzero(compared.T)
+    # Text columns kept as Python objects: inferring pandas' string dtype costs 0.1 s a column.
     return pd.DataFrame(
         {
-            "annotator": rows["annotator"].to_numpy()[r],
-            "work_id": rows["work_id"].to_numpy()[r],
-            "question": np.asarray(names, dtype=object)[q],
+            "annotator": pd.Series(rows["annotator"].to_numpy(dtype=object)[r], dtype=object),
+            "work_id": pd.Series(rows["work_id"].to_numpy(dtype=object)[r], dtype=object),
+            "question": pd.Series(np.asarray(names, dtype=object)[q], dtype=object),
             "created_at": rows["created_at"].iloc[r].reset_index(drop=True),
             "gold_item": rows["gold_item"].to_numpy(dtype=bool)[r],
             "match": rows[names].to_numpy(dtype=float)[r, q].astype(bool),
