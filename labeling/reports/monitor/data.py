@@ -281,26 +281,34 @@ def agreement_labels(rows: pd.DataFrame) -> pd.DataFrame:
     the labels again: current, not skipped, ordered by work and annotator like the CLI."""
     names = rows.attrs.get("questions", [])
     keep = ~rows["skipped"].to_numpy(dtype=bool)
-    works = rows["work_id"].to_numpy(dtype=object)[keep]
-    who = rows["annotator"].to_numpy(dtype=object)[keep]
+    plain_works = rows["work_id"].to_numpy(dtype=object)[keep]
+    plain_who = rows["annotator"].to_numpy(dtype=object)[keep]
+    works, who = _coded(plain_works), _coded(plain_who)
     # Ordered by work, then annotator (missing names last), stable: a lexsort of each value's
     # rank, which orders like sort_values on the two text columns at a fraction of its cost.
     order = np.lexsort((_ranks(who), _ranks(works)))
     # Equal answers are common (a few thousand texts for 100,000 labels): parse each once.
     codes, texts = pd.factorize(rows["answers"].to_numpy(dtype=object)[keep][order])
+    # The categoricals go on as they are (coded once), unless a name is missing.
     return coded_long_answers(
         works[order],
-        who[order],
+        who[order] if (who.codes >= 0).all() else plain_who[order],
         codes,
         [orjson.loads(t) or {} for t in texts],
         names,
     )
 
 
-def _ranks(values: np.ndarray) -> np.ndarray:
-    """Each value's rank among the distinct values (sorted), missing values after the rest."""
+def _coded(values: np.ndarray) -> pd.Categorical:
+    """Values as a categorical with sorted categories (-1 codes where missing)."""
     codes, uniques = pd.factorize(values, sort=True)
-    return np.where(codes < 0, len(uniques), codes)
+    return pd.Categorical.from_codes(codes, categories=uniques)
+
+
+def _ranks(values: pd.Categorical) -> np.ndarray:
+    """Each value's rank among the distinct values, missing values after the rest."""
+    codes = np.asarray(values.codes)
+    return np.where(codes < 0, len(values.categories), codes)
 
 
 def matches_of(rows: pd.DataFrame) -> pd.DataFrame:
