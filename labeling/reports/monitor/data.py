@@ -20,10 +20,10 @@ import pandas as pd
 from sqlalchemy import Engine, Text, case, cast, func, select
 
 from db.engine import read_session
-from db.fetch import driver_rows
 from db.models import CampaignItem, Label, StatusEvent, User, Work
 from labeling.reports import monitoring as mon
 from labeling.reports.agreement import coded_long_answers
+from labeling.reports.monitor.label_cache import campaign_labels
 from labeling.review.campaigns import CampaignInfo
 from labeling.review.validation import campaign_questions
 from labeling.schema import Schema
@@ -204,8 +204,9 @@ def label_rows(
 ) -> pd.DataFrame:
     """Each annotator's current label per work, with its match to the validated answer.
 
-    Four plain reads (the campaign's labels in one scan; users; gold items; validated answers
-    through the works' covering index) joined in memory: a join per label in SQL costs more.
+    Four plain reads (the campaign's labels, only the new ones when read before; users; gold
+    items; validated answers through the works' covering index) joined in memory: a join per
+    label in SQL costs more.
     truth: the validated works' final answers as JSON text when already read
     (evaluation.Validated.final_texts): then they are not read again.
 
@@ -215,45 +216,25 @@ def label_rows(
         either answer absent).
     """
     names = [q.name for q in campaign_questions(campaign, schema)]
-    labels = select(
-        Label.work_id,
-        Label.user_id,
-        Label.version,
-        _minute(Label.created_at, engine.dialect.name),
-        Label.skipped,
-        Label.skip_reason,
-        Label.flagged,
-        Label.note,
-        Label.time_on_item_ms,
-        cast(Label.answers, Text),
-    ).where(Label.campaign_id == campaign.id)
     items = select(CampaignItem.work_id).where(CampaignItem.campaign_id == campaign.id)
     finals = select(Work.id, cast(Work.final_answers, Text)).where(
         Work.status == STATUS_VALIDATED, Work.id.in_(items)
     )
     with read_session(engine) as session:
         conn = session.connection()
-        rows = driver_rows(conn, labels)
+        # The labels read before are kept (label_cache): only new ids are read.
+        kept = campaign_labels(
+            conn,
+            str(engine.url),
+            campaign.id,
+            campaign.created_at,
+            _minute(Label.created_at, engine.dialect.name),
+        )
         users = dict(conn.execute(select(User.id, User.name)).all())
         gold = set(conn.execute(items.where(CampaignItem.is_gold)).scalars())
         if truth is None:
-            truth = dict(conn.execute(finals).all()) if rows else {}
-    cols = [
-        "work_id",
-        "user_id",
-        "version",
-        "minute",
-        "skipped",
-        "skip_reason",
-        "flagged",
-        "note",
-        "time_on_item_ms",
-        "answers",
-    ]
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(cols)
-    df = pd.DataFrame({c: pd.Series(v, dtype=object) for c, v in zip(cols, columns, strict=True)})
-    for c in ("time_on_item_ms", "user_id", "version"):
-        df[c] = pd.to_numeric(df[c], errors="coerce")
+            truth = dict(conn.execute(finals).all()) if len(kept) else {}
+    df = kept.drop(columns=["id"])  # a new frame: what is kept stays as it is
     # Each annotator's current version only (labels are only ever added); with no edit at all
     # every row is current (one row per work, annotator and version in a campaign).
     if (df["version"] > 1).any():
