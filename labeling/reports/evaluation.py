@@ -64,14 +64,33 @@ def encoded_records(
 
 @dataclass
 class Validated:
-    """Validated works in id order: their final answers and encoded records (one row each)."""
+    """Validated works in id order: their final answers and encoded records (one row each).
+
+    The final answers are parsed, and the records encoded, when first asked for: the Monitor
+    needs only the texts and hashes while its status parts are kept (status_parts)."""
 
     ids: list[str]
-    finals: list[dict[str, Any]]
-    matrix: np.ndarray
-    texts: list[str | None] = field(default_factory=list)  # the final answers' JSON text
-    hashes: list[str] = field(default_factory=list)  # the records' hashes (memo keys)
+    texts: list[str | None]  # the final answers' JSON text
+    hashes: list[str]  # the records' hashes (memo keys)
+    schema: Schema = field(repr=False)
+    engine: Engine = field(repr=False)
+    _finals: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _matrix: np.ndarray | None = field(default=None, repr=False)
     _humans: dict[str, list[Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def finals(self) -> list[dict[str, Any]]:
+        """Each work's final answers."""
+        if self._finals is None:
+            self._finals = [dict(orjson.loads(t) or {}) if t else {} for t in self.texts]
+        return self._finals
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """Each work's record encoded under the schema (machine_arrays), one row each."""
+        if self._matrix is None:
+            self._matrix = encoded_records(self.engine, self.schema, self.ids, self.hashes)
+        return self._matrix
 
     def humans(self, question: Question) -> list[Any]:
         """Each work's final answer to a question in comparable form (machines.human_value),
@@ -114,10 +133,7 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
         rows = driver_rows(session.connection(), query)
     ids = [r[0] for r in rows]
     texts: list[str | None] = [r[2] for r in rows]
-    hashes = [r[1] for r in rows]
-    matrix = encoded_records(engine, schema, ids, hashes)
-    finals = [dict(orjson.loads(t) or {}) if t else {} for t in texts]
-    return Validated(ids, finals, matrix, texts, hashes)
+    return Validated(ids, texts, [r[1] for r in rows], schema, engine)
 
 
 def machine_report(

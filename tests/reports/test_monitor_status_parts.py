@@ -167,3 +167,31 @@ def test_a_final_answer_that_changes_without_a_status_event_recomputes_them(
     assert CACHE.misses == 2 and CACHE.hits == 0
     assert _shown(edited) != _shown(first)
     assert json.dumps(edited.estimates, sort_keys=True) == _fresh(engine, schema, info)[1]
+
+
+def test_the_cycle_collector_is_paused_during_statistics_and_resumed_after(
+    engine: Engine, schema: Schema, seed_record: dict[str, Any], tmp_path: Path
+) -> None:
+    import gc
+
+    from labeling.reports.monitor import view
+
+    cid = _campaign(engine, schema, seed_record, tmp_path)
+    seen: list[bool] = []
+    real = view.validated_works
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    view.validated_works = spy  # type: ignore[assignment]
+    try:
+        assert gc.isenabled()
+        statistics(engine, schema, get_campaign(engine, cid))
+        assert seen == [False] and gc.isenabled()
+        gc.disable()  # paused by someone else before: stays paused
+        statistics(engine, schema, get_campaign(engine, cid))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        view.validated_works = real  # type: ignore[assignment]
