@@ -48,8 +48,8 @@ def long_answers(
 
 
 def coded_long_answers(
-    works: np.ndarray,
-    annotators: np.ndarray,
+    works: np.ndarray | pd.Categorical,
+    annotators: np.ndarray | pd.Categorical,
     codes: np.ndarray,
     answers: Sequence[dict[str, Any]],
     questions: Sequence[str],
@@ -59,7 +59,8 @@ def coded_long_answers(
     work and annotator columns as categoricals.
 
     Args:
-        works, annotators: each row's work id and annotator (object arrays), in order.
+        works, annotators: each row's work id and annotator (object arrays), in order, or
+            as categoricals with sorted categories and no missing value (used as they are).
         codes: each row's index into answers.
         answers: the distinct answers (dicts).
         questions: the questions, in order.
@@ -81,6 +82,11 @@ def coded_long_answers(
     # Work and annotator as categoricals (sorted categories), coded once on the rows: every
     # report factorizes them again, and a categorical factorizes from its codes.
     for name, column in (("work_id", works), ("annotator", annotators)):
+        if isinstance(column, pd.Categorical):  # already coded, categories sorted: reuse
+            out[name] = pd.Series(
+                pd.Categorical.from_codes(column.codes[rows], categories=column.categories)
+            )
+            continue
         codes_of, uniques = pd.factorize(np.asarray(column, dtype=object))
         order = np.argsort(np.asarray(uniques, dtype=object), kind="stable")
         rank = np.empty(len(order), dtype=np.int64)

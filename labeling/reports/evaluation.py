@@ -20,6 +20,7 @@ import orjson
 from sqlalchemy import Engine, Text, cast, select
 
 from db.engine import read_session
+from db.fetch import driver_rows
 from db.models import CampaignItem, Work
 from labeling.review.campaigns import CampaignInfo, get_campaign
 from labeling.review.validation import campaign_questions
@@ -63,13 +64,33 @@ def encoded_records(
 
 @dataclass
 class Validated:
-    """Validated works in id order: their final answers and encoded records (one row each)."""
+    """Validated works in id order: their final answers and encoded records (one row each).
+
+    The final answers are parsed, and the records encoded, when first asked for: the Monitor
+    needs only the texts and hashes while its status parts are kept (status_parts)."""
 
     ids: list[str]
-    finals: list[dict[str, Any]]
-    matrix: np.ndarray
-    texts: list[str | None] = field(default_factory=list)  # the final answers' JSON text
+    texts: list[str | None]  # the final answers' JSON text
+    hashes: list[str]  # the records' hashes (memo keys)
+    schema: Schema = field(repr=False)
+    engine: Engine = field(repr=False)
+    _finals: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _matrix: np.ndarray | None = field(default=None, repr=False)
     _humans: dict[str, list[Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def finals(self) -> list[dict[str, Any]]:
+        """Each work's final answers."""
+        if self._finals is None:
+            self._finals = [dict(orjson.loads(t) or {}) if t else {} for t in self.texts]
+        return self._finals
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """Each work's record encoded under the schema (machine_arrays), one row each."""
+        if self._matrix is None:
+            self._matrix = encoded_records(self.engine, self.schema, self.ids, self.hashes)
+        return self._matrix
 
     def humans(self, question: Question) -> list[Any]:
         """Each work's final answer to a question in comparable form (machines.human_value),
@@ -98,7 +119,7 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
         campaign_id: the campaign whose queue holds the works; None = every validated work.
     """
     # The answers as text, parsed here: the Monitor compares labels to the text itself. Read
-    # through the connection: the ORM session's result processing is not needed here.
+    # through the driver's cursor: no result processing is needed (0.1 s of 23,678 works).
     query = (
         select(Work.id, Work.record_hash, cast(Work.final_answers, Text))
         .where(Work.status == STATUS_VALIDATED)
@@ -109,12 +130,10 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
             CampaignItem.campaign_id == campaign_id
         )
     with read_session(engine) as session:
-        rows = session.connection().execute(query).all()
+        rows = driver_rows(session.connection(), query)
     ids = [r[0] for r in rows]
     texts: list[str | None] = [r[2] for r in rows]
-    matrix = encoded_records(engine, schema, ids, [r[1] for r in rows])
-    finals = [dict(orjson.loads(t) or {}) if t else {} for t in texts]
-    return Validated(ids, finals, matrix, texts)
+    return Validated(ids, texts, [r[1] for r in rows], schema, engine)
 
 
 def machine_report(
@@ -157,14 +176,15 @@ def design_population(info: CampaignInfo) -> tuple[dict[str, int], dict[str, int
 
 def drawn_items(engine: Engine, campaign_id: int) -> list[Any]:
     """The drawn items (work id, stratum) in queue order (gold and added items have no
-    inclusion probability)."""
+    inclusion probability), as the driver's tuples (iterating the result costs 0.3 s per
+    50,000 items, fetching its Row objects 0.15 s)."""
     query = (
         select(CampaignItem.work_id, CampaignItem.stratum)
         .where(CampaignItem.campaign_id == campaign_id, CampaignItem.inclusion_prob.is_not(None))
         .order_by(CampaignItem.position)
     )
     with read_session(engine) as session:
-        return list(session.connection().execute(query))
+        return driver_rows(session.connection(), query)
 
 
 def _question_estimates(
@@ -203,6 +223,7 @@ def frame_estimates(
     campaign: str | int | CampaignInfo,
     *,
     validated: Validated | None = None,
+    drawn: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Design-based prevalence of every label in the frame, and each system's precision/recall.
 
@@ -212,6 +233,7 @@ def frame_estimates(
         campaign: a probability-sample campaign (name, id or CampaignInfo); any other
             campaign gets a plain refusal (estimable False and the reason).
         validated: validated_works of the same campaign, when already read.
+        drawn: drawn_items of the campaign, when already read.
     """
     info = _campaign(engine, campaign)
     head: dict[str, Any] = {
@@ -223,7 +245,7 @@ def frame_estimates(
     if not verdict.estimable:
         return {**head, "estimable": False, "reason": verdict.reason, "questions": {}}
     population, sampled = design_population(info)
-    rows = drawn_items(engine, info.id)
+    rows = drawn if drawn is not None else drawn_items(engine, info.id)
     v = validated or validated_works(engine, schema, info.id)
     where = v.position()
     chosen = [(r[1], where[r[0]]) for r in rows if r[0] in where and v.finals[where[r[0]]]]

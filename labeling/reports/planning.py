@@ -25,7 +25,7 @@ from labeling.review.validation import campaign_questions
 from labeling.schema import Schema
 from labeling.stats.estimates import estimability
 from labeling.stats.machine_arrays import encode, layout
-from labeling.stats.machines import human_value, systems
+from labeling.stats.machines import systems
 from labeling.stats.planning import MEASURES, Measure, StratumCounts, plan_sample
 
 
@@ -44,6 +44,7 @@ def plan_for(
     teacher: str | None = None,
     alpha: float = 0.05,
     validated: Validated | None = None,
+    drawn: list[Any] | None = None,
 ) -> dict[str, Any]:
     """How many more validated works the campaign needs for +-half_width, per label.
 
@@ -58,6 +59,7 @@ def plan_for(
             consensus...), required unless measure is prevalence.
         alpha: 1 - confidence level.
         validated: validated_works of the same campaign, when already read (the Monitor).
+        drawn: drawn_items of the campaign, when already read (the Monitor).
 
     Returns:
         {"campaign", "measure", "teacher", "half_width", "plans": [...], "largest"}: one
@@ -76,14 +78,15 @@ def plan_for(
     if not verdict.estimable:
         raise PlanError(f"campaign {info.name!r}: {verdict.reason}")
     population, sampled = design_population(info)
-    rows = drawn_items(engine, info.id)
+    rows = drawn if drawn is not None else drawn_items(engine, info.id)
     v = validated or validated_works(engine, schema, info.id)
     where = v.position()
     chosen = [(r[1] or ALL, where[r[0]]) for r in rows if r[0] in where and v.finals[where[r[0]]]]
     wanted = _wanted(campaign_questions(info, schema), label)
     plans: list[dict[str, Any]] = []
     for q, labels in wanted:
-        humans = [human_value(q, v.finals[i].get(q.name)) for _, i in chosen]
+        every = v.humans(q)  # human_value of each final answer, computed once per question
+        humans = [every[i] for _, i in chosen]
         keep = [k for k, h in enumerate(humans) if h is not None]
         strata = np.array([chosen[k][0] for k in keep], dtype=object)
         matrix = v.matrix[[chosen[k][1] for k in keep]]

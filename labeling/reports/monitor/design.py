@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from sqlalchemy import Engine
 
@@ -17,12 +19,19 @@ PLAN_HALF_WIDTH = 0.03  # the usual +-3 points of a prevalence
 NO_ARMS = "No randomised arms here (no assist rate): anchoring cannot be measured."
 
 
-def plan_line(engine: Engine, schema: Schema, campaign: CampaignInfo, validated: Validated) -> str:
-    """'About N more labelled works (n_h per stratum) to reach +-0.03 on L', or why not."""
+def plan_line(
+    engine: Engine,
+    schema: Schema,
+    campaign: CampaignInfo,
+    validated: Validated,
+    drawn: list[Any] | None = None,
+) -> str:
+    """'About N more labelled works (n_h per stratum) to reach +-0.03 on L', or why not
+    (drawn: the campaign's drawn_items, when already read)."""
     if not campaign.is_probability_sample:
         return ""
     try:
-        plan = plan_for(engine, schema, campaign, PLAN_HALF_WIDTH, validated=validated)
+        plan = plan_for(engine, schema, campaign, PLAN_HALF_WIDTH, validated=validated, drawn=drawn)
     except LabelingError as exc:
         return f"No sample-size plan: {exc}"
     return plan_sentence(plan)
