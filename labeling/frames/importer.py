@@ -39,7 +39,7 @@ from labeling.frames.lines import (
     parse_chunk_in_worker,
 )
 from labeling.frames.machine_columns import machine_hash
-from labeling.frames.store import StoredCounts, write_batch
+from labeling.frames.store import StoredCounts, work_encoder, write_batch
 from labeling.schema import Schema
 
 __all__ = ["FrameReadError", "ImportFailed", "ImportSummary", "Problem", "import_frame"]
@@ -194,6 +194,7 @@ def import_frame(
         disable=None if progress is None else not progress,
     )  # fmt: skip
     pool = None
+    encoder = work_encoder(engine.dialect.name)
     try:
         ensure_work_indexes(engine)
         if size >= PARALLEL_MIN_BYTES and not strict:
@@ -203,12 +204,12 @@ def import_frame(
                 max_workers=workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=init_worker,
-                initargs=(schema,),
+                initargs=(schema, encoder),
             )
         chunks = _with_known(engine, iter_chunks(path), schema)
         if pool is None:
             parsed_chunks: Iterator[tuple[list[Parsed], int]] = (
-                (parse_chunk(chunk, schema, known), pos) for chunk, pos, known in chunks
+                (parse_chunk(chunk, schema, known, encoder), pos) for chunk, pos, known in chunks
             )
         else:
             parsed_chunks = _parallel(pool, chunks, workers)
