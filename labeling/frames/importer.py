@@ -39,6 +39,7 @@ from labeling.frames.lines import (
     parse_chunk_in_worker,
 )
 from labeling.frames.machine_columns import machine_hash
+from labeling.frames.seen import SeenIds
 from labeling.frames.store import StoredCounts, work_encoder, write_batch
 from labeling.schema import Schema
 
@@ -326,7 +327,7 @@ class _Writer:
                  reporter: _Reporter, strict: bool, batch_size: int) -> None:  # fmt: skip
         self.engine, self.conn, self.summary, self.reporter = engine, conn, summary, reporter
         self.strict, self.batch_size = strict, batch_size
-        self.seen: set[str] = set()
+        self.seen = SeenIds()
         self.batch: list[Parsed] = []
         self.binary: list[Parsed] = []  # the current run of lines that are not text
         self.any_line = self.any_text = False
@@ -389,10 +390,9 @@ class _Writer:
             reporter.add(p.line, p.work_id, "rejected", "; ".join(p.errors))
             return
         assert p.work_id is not None
-        if p.work_id in self.seen:
+        if not self.seen.add(p.work_id):
             reporter.add(p.line, p.work_id, "rejected", f"duplicate id {p.work_id} within the file")
             return
-        self.seen.add(p.work_id)
         for warning in p.warnings:
             reporter.add(p.line, p.work_id, "warning", warning)
         if self.strict and summary.rejected:
