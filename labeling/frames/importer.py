@@ -302,7 +302,7 @@ def _consume(
     try:
         if strict:
             # One transaction for the whole file: _Abort (or any failure) rolls all of it back.
-            with write_connection(engine) as conn:
+            with write_connection(engine, bulk=True) as conn:
                 writer = _Writer(engine, conn, summary, reporter, strict, batch_size)
                 writer.write(parsed_chunks, bar)
             summary.add(writer.pending)  # committed
@@ -406,7 +406,7 @@ class _Writer:
             write_batch(self.conn, self.batch, self.pending)
         else:
             counts = StoredCounts()
-            with write_connection(self.engine) as own:
+            with write_connection(self.engine, bulk=True) as own:
                 write_batch(own, self.batch, counts)
             self.summary.add(counts)  # only once committed: the counts match the database
         self.batch.clear()

@@ -9,7 +9,12 @@ import orjson
 from sqlalchemy import Engine, delete, select
 
 from db.bulk import RowEncoder, bulk_insert, insert_encoded
-from db.engine import RawJSON, write_connection
+from db.engine import (
+    BULK_WAL_AUTOCHECKPOINT,
+    WAL_AUTOCHECKPOINT,
+    RawJSON,
+    write_connection,
+)
 from db.models import Work
 from labeling.frames.lines import Parsed, parse_chunk
 from labeling.frames.store import add_rows
@@ -85,3 +90,18 @@ def test_parse_chunk_with_an_encoder_keeps_everything_else(
         assert (b.text is None) == (engine.dialect.name == "postgresql")
         b.row, b.text = None, a.text
         assert a == b
+
+
+def test_a_bulk_write_checkpoints_sqlite_less_often_then_restores_the_default(
+    sqlite_engine: Engine,
+) -> None:
+    def threshold(conn: Any) -> int:
+        dbapi = conn.connection.driver_connection
+        return int(dbapi.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+    with write_connection(sqlite_engine, bulk=True) as conn:
+        assert threshold(conn) == BULK_WAL_AUTOCHECKPOINT
+        raw = conn.connection.driver_connection
+    with sqlite_engine.connect() as conn:
+        assert conn.connection.driver_connection is raw  # the same pooled connection
+        assert threshold(conn) == WAL_AUTOCHECKPOINT == 1000
