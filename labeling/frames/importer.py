@@ -4,7 +4,8 @@ Each record is stored exactly as delivered (`works.record`, the line's own JSON 
 the columns the queue orders and filters on. When a newer frame brings a new
 `model_version`, the superseded prediction moves to `predictions`, so history is kept.
 Parsing and checking run in worker processes for large files (JSON parsing of the score
-vectors is the bound); the main process only writes.
+vectors is the bound), which also build each new row ready to write; the main process only
+writes.
 
 An import that fails part-way (the file cannot be read to its end, it is not a frame, the
 database refuses) keeps the batches it committed and says how far it got: at a million rows
