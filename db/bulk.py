@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
@@ -26,16 +26,17 @@ def _encoder(column: Any, dialect: str) -> Any:
         return encode_json
     if isinstance(impl, DateTime):
         if dialect == "sqlite":
-
-            def encode_dt(value: Any) -> Any:
-                if value is None:
-                    return None
-                if value.tzinfo is not None:
-                    value = value.astimezone(UTC).replace(tzinfo=None)
-                return value.isoformat(sep=" ", timespec="microseconds")
-
-            return encode_dt
+            return _sqlite_time
     return None
+
+
+def _sqlite_time(value: Any) -> Any:
+    """A timestamp as SQLAlchemy stores it on SQLite (naive UTC, microseconds)."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value.isoformat(sep=" ", timespec="microseconds")
 
 
 def _memo(encode: Any) -> Any:
@@ -99,5 +100,120 @@ def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> N
     cur = dbapi_conn.cursor()
     try:
         cur.executemany(f'INSERT INTO "{table.name}" ({cols}) VALUES ({marks})', tuples)
+    finally:
+        cur.close()
+
+
+# PostgreSQL's COPY text format: a backslash and the three separators are escaped.
+_COPY_ESCAPES = (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"))
+_COPY_UNESCAPES = {"\\\\": "\\", "\\t": "\t", "\\n": "\n", "\\r": "\r"}
+
+
+class RowEncoder:
+    """Builds a table's rows ready to write, so the writing process does no per-value work.
+
+    A row is every column of the table in table order, encoded as bulk_insert encodes it: a
+    tuple for SQLite's `executemany`, one line of PostgreSQL's COPY text format (bytes) for
+    `COPY ... FROM STDIN`. Columns a row's dict lacks take their Python-side default (the
+    `now` given for timestamps), or NULL. Picklable: built once per worker process.
+    """
+
+    def __init__(self, table: Table, dialect: str) -> None:
+        self.table_name, self.dialect = table.name, dialect
+        self.keys = tuple(c.name for c in table.columns)
+        self.defaults: list[Any] = []
+        self.json_at: list[int] = []
+        self.time_at: list[int] = []
+        for i, col in enumerate(table.columns):
+            impl = col.type.impl if isinstance(col.type, TypeDecorator) else col.type
+            default = col.default if isinstance(col.default, ColumnDefault) else None
+            if isinstance(impl, DateTime):
+                self.time_at.append(i)
+            elif isinstance(impl, JSON):
+                self.json_at.append(i)
+            self.defaults.append(None if default is None or default.is_callable else default.arg)
+
+    def encode(self, rows: list[dict[str, Any]], now: datetime) -> list[Any]:
+        """Each row (a dict of column values; JSON columns as objects or RawJSON) encoded."""
+        stamp = _sqlite_time(now) if self.dialect == "sqlite" else now
+        pairs = list(zip(self.keys, self.defaults, strict=True))
+        out: list[Any] = []
+        for row in rows:
+            values = [row.get(k, d) for k, d in pairs]
+            for i in self.json_at:
+                v = values[i]
+                if v is not None and not isinstance(v, str):
+                    values[i] = orjson.dumps(v).decode()
+            for i in self.time_at:
+                if values[i] is None:
+                    values[i] = stamp
+            out.append(tuple(values) if self.dialect != "postgresql" else _copy_line(values))
+        return out
+
+    def value(self, row: Any, key: str) -> Any:
+        """A column's value in an encoded row, as text for a COPY line."""
+        i = self.keys.index(key)
+        if self.dialect != "postgresql":
+            return row[i]
+        field = row.rstrip(b"\n").split(b"\t")[i].decode("utf-8")
+        if field == "\\N":
+            return None
+        return _unescape(field)
+
+
+def _unescape(field: str) -> str:
+    if "\\" not in field:
+        return field
+    out, i = [], 0
+    while i < len(field):
+        pair = field[i : i + 2]
+        if pair in _COPY_UNESCAPES:
+            out.append(_COPY_UNESCAPES[pair])
+            i += 2
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def _copy_field(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if value is True:
+        return "t"
+    if value is False:
+        return "f"
+    if isinstance(value, str):
+        for char, escaped in _COPY_ESCAPES:
+            if char in value:
+                value = value.replace(char, escaped)
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _copy_line(values: list[Any]) -> bytes:
+    return ("\t".join([_copy_field(v) for v in values]) + "\n").encode("utf-8")
+
+
+def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> None:
+    """Insert rows built by `encoder` (same table, same dialect) in the caller's transaction."""
+    if not rows:
+        return
+    dbapi_conn = conn.connection.driver_connection
+    assert dbapi_conn is not None  # only a closed or invalidated pool entry has none
+    cols = ", ".join(f'"{k}"' for k in encoder.keys)
+    if encoder.dialect == "postgresql":
+        with dbapi_conn.cursor() as cur:
+            with cur.copy(f'COPY "{encoder.table_name}" ({cols}) FROM STDIN') as copy:
+                copy.write(b"".join(rows))
+        return
+    marks = ", ".join("?" for _ in encoder.keys)
+    cur = dbapi_conn.cursor()
+    try:
+        cur.executemany(f'INSERT INTO "{encoder.table_name}" ({cols}) VALUES ({marks})', rows)
     finally:
         cur.close()

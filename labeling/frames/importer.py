@@ -4,7 +4,8 @@ Each record is stored exactly as delivered (`works.record`, the line's own JSON 
 the columns the queue orders and filters on. When a newer frame brings a new
 `model_version`, the superseded prediction moves to `predictions`, so history is kept.
 Parsing and checking run in worker processes for large files (JSON parsing of the score
-vectors is the bound); the main process only writes.
+vectors is the bound), which also build each new row ready to write; the main process only
+writes.
 
 An import that fails part-way (the file cannot be read to its end, it is not a frame, the
 database refuses) keeps the batches it committed and says how far it got: at a million rows
@@ -39,7 +40,8 @@ from labeling.frames.lines import (
     parse_chunk_in_worker,
 )
 from labeling.frames.machine_columns import machine_hash
-from labeling.frames.store import StoredCounts, write_batch
+from labeling.frames.seen import SeenIds
+from labeling.frames.store import StoredCounts, work_encoder, write_batch
 from labeling.schema import Schema
 
 __all__ = ["FrameReadError", "ImportFailed", "ImportSummary", "Problem", "import_frame"]
@@ -194,6 +196,7 @@ def import_frame(
         disable=None if progress is None else not progress,
     )  # fmt: skip
     pool = None
+    encoder = work_encoder(engine.dialect.name)
     try:
         ensure_work_indexes(engine)
         if size >= PARALLEL_MIN_BYTES and not strict:
@@ -203,12 +206,12 @@ def import_frame(
                 max_workers=workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=init_worker,
-                initargs=(schema,),
+                initargs=(schema, encoder),
             )
         chunks = _with_known(engine, iter_chunks(path), schema)
         if pool is None:
             parsed_chunks: Iterator[tuple[list[Parsed], int]] = (
-                (parse_chunk(chunk, schema, known), pos) for chunk, pos, known in chunks
+                (parse_chunk(chunk, schema, known, encoder), pos) for chunk, pos, known in chunks
             )
         else:
             parsed_chunks = _parallel(pool, chunks, workers)
@@ -300,7 +303,7 @@ def _consume(
     try:
         if strict:
             # One transaction for the whole file: _Abort (or any failure) rolls all of it back.
-            with write_connection(engine) as conn:
+            with write_connection(engine, bulk=True) as conn:
                 writer = _Writer(engine, conn, summary, reporter, strict, batch_size)
                 writer.write(parsed_chunks, bar)
             summary.add(writer.pending)  # committed
@@ -325,7 +328,7 @@ class _Writer:
                  reporter: _Reporter, strict: bool, batch_size: int) -> None:  # fmt: skip
         self.engine, self.conn, self.summary, self.reporter = engine, conn, summary, reporter
         self.strict, self.batch_size = strict, batch_size
-        self.seen: set[str] = set()
+        self.seen = SeenIds()
         self.batch: list[Parsed] = []
         self.binary: list[Parsed] = []  # the current run of lines that are not text
         self.any_line = self.any_text = False
@@ -388,10 +391,9 @@ class _Writer:
             reporter.add(p.line, p.work_id, "rejected", "; ".join(p.errors))
             return
         assert p.work_id is not None
-        if p.work_id in self.seen:
+        if not self.seen.add(p.work_id):
             reporter.add(p.line, p.work_id, "rejected", f"duplicate id {p.work_id} within the file")
             return
-        self.seen.add(p.work_id)
         for warning in p.warnings:
             reporter.add(p.line, p.work_id, "warning", warning)
         if self.strict and summary.rejected:
@@ -405,7 +407,7 @@ class _Writer:
             write_batch(self.conn, self.batch, self.pending)
         else:
             counts = StoredCounts()
-            with write_connection(self.engine) as own:
+            with write_connection(self.engine, bulk=True) as own:
                 write_batch(own, self.batch, counts)
             self.summary.add(counts)  # only once committed: the counts match the database
         self.batch.clear()

@@ -20,10 +20,12 @@ from typing import IO, Any
 
 import orjson
 
+from db.bulk import RowEncoder
 from labeling.errors import InputError
 from labeling.frames.checks import check_record, normalize_work_id, score_paths
 from labeling.frames.known import Known
 from labeling.frames.machine_columns import MachinePlan, machine_digest, machine_hash, machine_plan
+from labeling.frames.store import add_rows
 from labeling.frames.typed import typed_chunk
 from labeling.schema import Schema
 
@@ -51,6 +53,9 @@ class Parsed:
     binary: bool = False  # not UTF-8 text at all
     array: bool = False  # looks like the start of a JSON array (a frame is JSON Lines)
     known: bool = False  # the line is the stored record (same sha256): not decoded
+    # The works row ready to insert, built by the worker (db.bulk.RowEncoder): a tuple on
+    # SQLite, a COPY line on PostgreSQL (which holds the record, so `text` is then None).
+    row: Any = None
 
 
 def _open(path: Path) -> tuple[IO[bytes], IO[bytes] | gzip.GzipFile]:
@@ -201,20 +206,21 @@ def nonfinite_errors(line: bytes, scores: frozenset[str]) -> tuple[str | None, l
 
 
 _worker_schema: Schema | None = None
+_worker_encoder: RowEncoder | None = None
 
 
-def init_worker(schema: Schema) -> None:
-    """Give a worker process the schema once (ProcessPoolExecutor initializer)."""
-    global _worker_schema
-    _worker_schema = schema
+def init_worker(schema: Schema, encoder: RowEncoder | None = None) -> None:
+    """Give a worker process the schema and row encoder once (ProcessPoolExecutor initializer)."""
+    global _worker_schema, _worker_encoder
+    _worker_schema, _worker_encoder = schema, encoder
 
 
 def parse_chunk_in_worker(
     chunk: list[tuple[int, bytes]], known: Known | None = None
 ) -> list[Parsed]:
-    """parse_chunk with the worker's schema."""
+    """parse_chunk with the worker's schema and row encoder."""
     assert _worker_schema is not None
-    return parse_chunk(chunk, _worker_schema, known)
+    return parse_chunk(chunk, _worker_schema, known, _worker_encoder)
 
 
 def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Parsed:
@@ -231,17 +237,24 @@ def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Par
 
 
 def parse_chunk(
-    chunk: list[tuple[int, bytes]], schema: Schema, known: Known | None = None
+    chunk: list[tuple[int, bytes]],
+    schema: Schema,
+    known: Known | None = None,
+    encoder: RowEncoder | None = None,
 ) -> list[Parsed]:
     """Parse and check raw lines; blank lines are dropped, a BOM before line 1 is too.
 
     A line in `known` whose sha256 is its stored hash is not decoded: it comes back as a
-    known line with its stored warnings (see labeling/frames/known.py).
+    known line with its stored warnings (see labeling/frames/known.py). With an encoder,
+    each accepted line also gets its works row, ready to insert.
     """
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a chunk makes thousands of lists of floats and no cycle: no need to scan
     try:
-        return _parse_chunk(chunk, schema, known)
+        parsed = _parse_chunk(chunk, schema, known)
+        if encoder is not None:
+            add_rows(parsed, encoder)
+        return parsed
     finally:
         if gc_was_enabled:
             gc.enable()

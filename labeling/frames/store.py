@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from db.bulk import bulk_insert
+from db.bulk import RowEncoder, insert_encoded
 from db.engine import RawJSON
 from db.models import Prediction, Work, utcnow
 
@@ -39,11 +39,13 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
     rows = stored_rows(conn, [p.work_id for p in decoded if p.work_id is not None], _STORED)
     existing = {row[0]: _Stored(*row) for row in rows}
     now = utcnow()
-    new_works: list[dict[str, Any]] = []
+    encoder = work_encoder(conn.dialect.name)
+    new_works: list[Any] = []
     stale: list[dict[str, Any]] = []
     for p in decoded:
-        # Only checked lines reach the store: they have an id, columns and their text.
-        assert p.work_id is not None and p.columns is not None and p.text is not None
+        # Only checked lines reach the store: they have an id, columns and their text (or row).
+        assert p.work_id is not None and p.columns is not None
+        assert p.text is not None or p.row is not None
         old = existing.get(p.work_id)
         if old is not None and old.record_hash == p.digest:
             summary.unchanged += 1
@@ -53,20 +55,20 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
                               "machine_hash": p.columns["machine_hash"],
                               "import_warnings": p.columns["import_warnings"]})  # fmt: skip
             continue
-        if old is None:  # the row is the line's columns: filled in place, not copied
-            cols = p.columns
-            cols["record"], cols["record_hash"] = RawJSON(p.text), p.digest
-            cols["updated_at"] = cols["imported_at"] = now
-            new_works.append(cols)
+        if old is None:  # the row as the worker built it (or as it would have)
+            if p.row is None:
+                add_rows([p], encoder)
+            new_works.append(p.row)
             continue
-        cols = dict(p.columns, record=RawJSON(p.text), record_hash=p.digest, updated_at=now)
+        text = p.text if p.text is not None else encoder.value(p.row, "record")
+        cols = dict(p.columns, record=RawJSON(text), record_hash=p.digest, updated_at=now)
         if old.model_version != cols["model_version"]:
             keep_superseded_prediction(conn, p.work_id, old.model_version, now)
         # Machine and bibliographic columns only: status, answers and labels stay as they are.
         conn.execute(update(Work).where(Work.id == p.work_id).values(**cols))
         summary.updated += 1
     if new_works:
-        bulk_insert(conn, Work.__table__, new_works)
+        insert_encoded(conn, encoder, new_works)
         summary.inserted += len(new_works)
     if stale:
         conn.execute(
@@ -75,6 +77,31 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
                     import_warnings=bindparam("import_warnings")),
             stale,
         )  # fmt: skip
+
+
+def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:
+    """Give each accepted line without one its works row (`now` for its timestamps)."""
+    todo = [p for p in parsed if p.columns is not None and p.row is None]
+    for p in todo:
+        assert p.columns is not None
+        p.columns["record"], p.columns["record_hash"] = p.text, p.digest
+    rows = encoder.encode([p.columns for p in todo if p.columns is not None], utcnow())
+    for p, row in zip(todo, rows, strict=True):
+        assert p.columns is not None
+        del p.columns["record"], p.columns["record_hash"]
+        p.row = row
+        if encoder.dialect == "postgresql":
+            p.text = None  # in the row; sent once
+
+
+_encoders: dict[str, RowEncoder] = {}
+
+
+def work_encoder(dialect: str) -> RowEncoder:
+    """The works table's row encoder for a dialect (one per process)."""
+    if dialect not in _encoders:
+        _encoders[dialect] = RowEncoder(Work.__table__, dialect)
+    return _encoders[dialect]
 
 
 _MARKS = 10_000

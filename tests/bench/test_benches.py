@@ -30,6 +30,7 @@ COVERED = {
     "coverage_sim",
     "export",
     "import_frame",
+    "import_write_paths",
     "monitor",
     "monitor_db",
     "old_label_keys",
@@ -133,6 +134,15 @@ def test_import_frame(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_import_write_paths(tmp_path: Path) -> None:
+    """bench/import_write_paths.py: each SQLite write path on 200 pre-built rows, once."""
+    out = ok(bench("import_write_paths", "--n", "200", "--repeat", "1", "--out", str(tmp_path)))
+    for path in ("executemany of pre-built tuples", "ADBC ingest -> staging, INSERT ... SELECT",
+                 "ADBC ingest straight into works"):  # fmt: skip
+        row = rf"^\| {re.escape(path)} \| [\d.]+ s \([\d., ]+\) \| [\d,]+/s \| [\d.]+ \|$"
+        assert re.search(row, out, re.M), out
+
+
 def test_review_queue(tmp_path: Path) -> None:
     """bench/review_queue.py: both stages, 1 and 2 annotator processes, no error."""
     out = ok(

@@ -1,0 +1,107 @@
+"""Rows built by the workers (db.bulk.RowEncoder) store exactly what bulk_insert stored."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, delete, select
+
+from db.bulk import RowEncoder, bulk_insert, insert_encoded
+from db.engine import (
+    BULK_WAL_AUTOCHECKPOINT,
+    WAL_AUTOCHECKPOINT,
+    RawJSON,
+    write_connection,
+)
+from db.models import Work
+from labeling.frames.lines import Parsed, parse_chunk
+from labeling.frames.store import add_rows
+from labeling.frames.synth import iter_synthetic_records
+from labeling.schema import Schema
+from tests.conftest import make_record
+
+NOW = datetime(2026, 12, 3, 12, 0, 0, 123456, tzinfo=UTC)
+
+
+def _lines(seed: dict[str, Any]) -> list[tuple[int, bytes]]:
+    """Synthetic records, the seed, and values COPY's text format must escape."""
+    records = list(iter_synthetic_records(30, seed=5))
+    odd = make_record(seed, "W77", title='tab\there, new\\nline, back\\\\slash \\r é 𝔘 "q"')
+    odd["venue"], odd["doi"], odd["year"], odd["routes"] = "a\\tb\\\\", None, None, None
+    sparse = {"id": "W78", "title": "only a title"}  # every other column NULL
+    records += [make_record(seed, "W4413411773"), odd, sparse]
+    # One line written with a raw tab between tokens (legal JSON whitespace).
+    raw = [orjson.dumps(r) for r in records] + [b'{"id":\t"W79", "title": "x"}']
+    return list(enumerate(raw, start=1))
+
+
+def _stored(engine: Engine) -> list[tuple[Any, ...]]:
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(select(Work).order_by(Work.id))]
+
+
+def _old_rows(parsed: list[Parsed]) -> list[dict[str, Any]]:
+    """The dicts write_batch gave bulk_insert before rows were built in the workers."""
+    out = []
+    for p in parsed:
+        assert p.columns is not None and p.text is not None
+        cols = dict(p.columns, record=RawJSON(p.text), record_hash=p.digest)
+        cols["updated_at"] = cols["imported_at"] = NOW
+        out.append(cols)
+    return out
+
+
+def test_encoded_rows_store_what_bulk_insert_stored(
+    engine: Engine, schema: Schema, seed_record: dict[str, Any]
+) -> None:
+    parsed = parse_chunk(_lines(seed_record), schema)
+    assert len(parsed) == 34 and all(p.columns is not None for p in parsed)
+    with write_connection(engine) as conn:
+        bulk_insert(conn, Work.__table__, _old_rows(parsed))
+    before = _stored(engine)
+    with write_connection(engine) as conn:
+        conn.execute(delete(Work))
+    encoder = RowEncoder(Work.__table__, engine.dialect.name)
+    fresh = parse_chunk(_lines(seed_record), schema)
+    for p in fresh:
+        assert p.columns is not None
+        p.columns["updated_at"] = p.columns["imported_at"] = NOW
+    add_rows(fresh, encoder)
+    with write_connection(engine) as conn:
+        insert_encoded(conn, encoder, [p.row for p in fresh])
+    assert _stored(engine) == before
+    # The record text is recovered from a COPY line for an update.
+    for p, old in zip(fresh, parsed, strict=True):
+        assert encoder.value(p.row, "record") == old.text
+        assert "updated_at" not in old.columns  # type: ignore[operator]
+
+
+def test_parse_chunk_with_an_encoder_keeps_everything_else(
+    engine: Engine, schema: Schema, seed_record: dict[str, Any]
+) -> None:
+    lines = _lines(seed_record)
+    plain = parse_chunk(lines, schema)
+    encoder = RowEncoder(Work.__table__, engine.dialect.name)
+    with_rows = parse_chunk(lines, schema, None, encoder)
+    for a, b in zip(plain, with_rows, strict=True):
+        assert b.row is not None
+        assert (b.text is None) == (engine.dialect.name == "postgresql")
+        b.row, b.text = None, a.text
+        assert a == b
+
+
+def test_a_bulk_write_checkpoints_sqlite_less_often_then_restores_the_default(
+    sqlite_engine: Engine,
+) -> None:
+    def threshold(conn: Any) -> int:
+        dbapi = conn.connection.driver_connection
+        return int(dbapi.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+
+    with write_connection(sqlite_engine, bulk=True) as conn:
+        assert threshold(conn) == BULK_WAL_AUTOCHECKPOINT
+        raw = conn.connection.driver_connection
+    with sqlite_engine.connect() as conn:
+        assert conn.connection.driver_connection is raw  # the same pooled connection
+        assert threshold(conn) == WAL_AUTOCHECKPOINT == 1000
