@@ -227,7 +227,8 @@ def test_monitor_demo(tmp_path: Path) -> None:
     out = ok(
         bench("monitor", "--only", "demo", "--warm", "1", "--cold", "1", "--out", str(tmp_path))
     )
-    assert "demo: database ready" in out and "demo: warm median" in out
+    assert "demo: database ready" in out and "demo: warm (after a label) median" in out
+    assert "recompute median" in out and "uncached median" in out
     for step in ("live top", "label rows", "agreement", "humans vs machines", "estimates"):
         assert step in out
     assert json.loads(out.strip().splitlines()[-1]).keys() == {"demo"}
@@ -259,13 +260,13 @@ def test_monitor_large_builds_then_reuses(tmp_path: Path) -> None:
     """bench/monitor.py --only large: built once, reused by the next run."""
     first = _monitor_large(tmp_path)
     assert "80 labels" in first  # built: 40 works x 2 annotators
-    assert "large: warm median" in first and "cold median" in first
+    assert "large: warm (after a label) median" in first and "cold median" in first
     for step in ("live top", "label rows", "agreement", "humans vs machines", "estimates"):
         assert step in first
     assert (tmp_path / "monitor-300-80.done").exists()
     second = _monitor_large(tmp_path)
     assert "labels; statuses" not in second  # the database was reused, not built again
-    assert "large: warm median" in second
+    assert "large: warm (after a label) median" in second
 
 
 @pytest.mark.slow
