@@ -89,4 +89,5 @@ def test_labeling_shows_the_architecture() -> None:
         "database.py",
         "numbers.py",
         "retrying.py",
+        "collector.py",
     }

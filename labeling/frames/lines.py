@@ -7,7 +7,6 @@ processes as well as in the importer's own.
 from __future__ import annotations
 
 import codecs
-import gc
 import gzip
 import hashlib
 import json
@@ -21,6 +20,7 @@ from typing import IO, Any
 import orjson
 
 from db.bulk import RowEncoder
+from labeling import collector
 from labeling.errors import InputError
 from labeling.frames.checks import check_record, normalize_work_id, score_paths
 from labeling.frames.known import Known
@@ -248,16 +248,11 @@ def parse_chunk(
     known line with its stored warnings (see labeling/frames/known.py). With an encoder,
     each accepted line also gets its works row, ready to insert.
     """
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # a chunk makes thousands of lists of floats and no cycle: no need to scan
-    try:
+    with collector.paused():  # thousands of lists of floats and no cycle: no need to scan
         parsed = _parse_chunk(chunk, schema, known)
         if encoder is not None:
             add_rows(parsed, encoder)
         return parsed
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _parse_chunk(

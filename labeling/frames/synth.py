@@ -7,7 +7,6 @@ iter_synthetic_records or are written as JSON Lines, in worker processes for lar
 
 from __future__ import annotations
 
-import gc
 import gzip
 import multiprocessing
 import os
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from labeling import collector
 from labeling.frames.synth_scores import MachineFields, draw_machine_block
 from labeling.schema import Schema, load_schema
 from labeling.settings import DEFAULT_SCHEMA
@@ -197,15 +197,10 @@ def iter_synthetic_records(
 def _block_bytes(task: tuple[Any, ...]) -> bytes:
     """One block as JSON Lines bytes, gzip-compressed as its own member when asked."""
     start, size, seed, schema, model_version, rate, level = task
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # records hold no reference cycles; the collector would only cost time
-    try:
+    with collector.paused():  # records hold no reference cycles
         records = _block_records(start, size, seed, schema, model_version, rate, True)
         option = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
         data = b"".join([orjson.dumps(r, option=option) for r in records])
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return gzip.compress(data, compresslevel=level, mtime=0) if level is not None else data
 
 

@@ -14,69 +14,21 @@ change while the status stays (a third label on a validated work writes no event
 from __future__ import annotations
 
 import dataclasses
-import gc
 import hashlib
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
 
 from labeling.reports.evaluation import Validated, drawn_items, frame_estimates, machine_report
+from labeling.reports.monitor.clock import Clock
 from labeling.reports.monitor.design import plan_line
 from labeling.review.campaigns import CampaignInfo
 from labeling.schema import Schema
 
 CACHE_SIZE = 8  # campaigns (or states of one) kept per process
-
-
-class Clock:
-    """Calls a step and adds its seconds to a dict (or just calls it)."""
-
-    def __init__(self, timings: dict[str, float] | None) -> None:
-        """Record into timings when given."""
-        self.timings = timings
-
-    def __call__(self, name: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """fn(*args, **kwargs), timed under name."""
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if self.timings is not None:
-                self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - start
-
-
-class _Pause:
-    """How many computations run with the cycle collector paused, and whether it ran before."""
-
-    lock = threading.Lock()
-    depth = 0
-    was_enabled = True
-
-
-@contextmanager
-def no_cycle_collection() -> Iterator[None]:
-    """Pause Python's cycle collector while the block runs (reference counting still frees
-    almost everything; the cycles left are collected once it runs again). Nested and
-    concurrent blocks (the page's threads) resume it when the last one ends, and only if
-    it was running before the first."""
-    with _Pause.lock:
-        if _Pause.depth == 0:
-            _Pause.was_enabled = gc.isenabled()
-            gc.disable()
-        _Pause.depth += 1
-    try:
-        yield
-    finally:
-        with _Pause.lock:
-            _Pause.depth -= 1
-            if _Pause.depth == 0 and _Pause.was_enabled:
-                gc.enable()
 
 
 @dataclass(frozen=True)
