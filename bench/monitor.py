@@ -21,7 +21,8 @@ three situations:
 - recompute: the same after a label whose work changes the validated set (simulated by
   emptying the status parts' cache before the view): everything is recomputed, the labels
   read before are still kept (labeling.reports.monitor.label_cache: only new ones are read);
-- uncached: both caches emptied, in the warm process (what "warm" meant before).
+- uncached: every cache emptied (status parts, kept labels, the model accuracy's kept
+  Dawid-Skene fits), in the warm process (what "warm" meant before).
 
 Prints medians, and the median of each part. Targets: under 1 s warm on the demo, under 2 s
 on the large database. The page also caches the whole view on the label version
@@ -53,9 +54,9 @@ def timed_view(
     url: str, campaign_id: int, recompute: bool = False, uncached: bool = False
 ) -> dict[str, float]:
     """Seconds of one view of the Monitor's data, in total and per part (recompute: with the
-    status parts' cache emptied first; uncached: the kept labels too)."""
+    status parts' cache emptied first; uncached: the kept labels and fits too)."""
     from db.engine import make_engine
-    from labeling.reports.monitor import label_cache
+    from labeling.reports.monitor import label_cache, model_accuracy
     from labeling.reports.monitor.data import data_version
     from labeling.reports.monitor.status_parts import CACHE
     from labeling.reports.monitor.view import live_view, statistics
@@ -68,6 +69,7 @@ def timed_view(
         CACHE.clear()
     if uncached:
         label_cache.clear()
+        model_accuracy.clear()
     out: dict[str, float] = {}
     t = time.perf_counter()
     data_version(engine, campaign_id)  # all a repeat view costs while no label comes in

@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from labeling.stats.dawid_skene import MAX_ITER, Fit, dawid_skene, majority, one_hot_argmax
+from labeling.stats.dawid_skene import (
+    MAX_ITER,
+    Fit,
+    WarmStarts,
+    dawid_skene,
+    majority,
+    one_hot_argmax,
+)
 
 METHODS = ("dawid-skene", "majority")
 YES_NO = ("yes", "no")
@@ -130,13 +137,14 @@ def _fit(
     n_workers: int,
     n_classes: int,
     max_iter: int,
+    start: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[Fit, np.ndarray]:
     """The method's fit and the matrix annotators are scored against (posteriors or votes)."""
     size = {"n_items": n_items, "n_workers": n_workers, "n_classes": n_classes}
     if method == "majority":
         fit = majority(items, workers, labels, **size)
         return fit, one_hot_argmax(fit.posteriors)
-    fit = dawid_skene(items, workers, labels, **size, max_iter=max_iter)
+    fit = dawid_skene(items, workers, labels, **size, max_iter=max_iter, start=start)
     return fit, fit.posteriors
 
 
@@ -149,16 +157,26 @@ def _task(
     n_items: int,
     names: Sequence[str],
     max_iter: int,
+    warm: tuple[WarmStarts, str] | None = None,
 ) -> dict[str, Any]:
     """Fit one categorical task; its JSON block plus the arrays the caller needs.
 
     values: each answer's code into the distinct values met (in order of first meeting).
+    warm: the kept fits and this task's key in them (Dawid-Skene only).
     """
     codes, met = values
     classes = _classes(met, order)
     code = {c: i for i, c in enumerate(classes)}
     labels = np.array([code[v] for v in met], dtype=np.int64)[codes]
-    fit, scoring = _fit(method, items, workers, labels, n_items, len(names), len(classes), max_iter)
+    start, rounds = None, max_iter
+    if warm is not None and method == "dawid-skene":
+        start = warm[0].start(warm[1], names, classes)
+        rounds = max_iter if start is None else warm[0].max_iter
+    fit, scoring = _fit(
+        method, items, workers, labels, n_items, len(names), len(classes), rounds, start
+    )
+    if warm is not None and method == "dawid-skene":
+        warm[0].fits[warm[1]] = (tuple(names), tuple(classes), fit.priors, fit.confusion)
     right = scoring[items, labels]  # each answer's probability of being the true class
     n = np.bincount(workers, minlength=len(names))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -200,7 +218,13 @@ def _rounded(values: np.ndarray) -> list[Any]:
 
 
 def _question(
-    method: str, q: Any, coded: _Long, rows: np.ndarray, with_works: bool, max_iter: int
+    method: str,
+    q: Any,
+    coded: _Long,
+    rows: np.ndarray,
+    with_works: bool,
+    max_iter: int,
+    warm: WarmStarts | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One question's report block, and per work its answer, posterior and distribution."""
     work_codes, items = np.unique(coded.work[rows], return_inverse=True)
@@ -212,7 +236,17 @@ def _question(
     block: dict[str, Any] = {"kind": q.kind, "n_works": len(works), "n_labels": len(rows)}
     if q.kind != "multi":
         order = YES_NO if q.kind == "binary" else tuple(q.labels)
-        t = _task(method, items, workers, (codes, met), order, len(works), names_list, max_iter)
+        t = _task(
+            method,
+            items,
+            workers,
+            (codes, met),
+            order,
+            len(works),
+            names_list,
+            max_iter,
+            None if warm is None else (warm, q.name),
+        )
         block.update(t["block"])
         right = t["right"]
         classes = t["classes"]
@@ -247,7 +281,15 @@ def _question(
             seen = [c for c, hit in zip(YES_NO, (yes.any(), (~yes).any()), strict=True) if hit]
             lab_codes = np.where(yes, 0, 1 if yes.any() else 0)  # indexes into seen
             t = _task(
-                method, items, workers, (lab_codes, seen), YES_NO, len(works), names_list, max_iter
+                method,
+                items,
+                workers,
+                (lab_codes, seen),
+                YES_NO,
+                len(works),
+                names_list,
+                max_iter,
+                None if warm is None else (warm, f"{q.name}\x1f{lab}"),
             )
             block["labels"][lab] = t["block"]
             right = right * t["right"]
@@ -299,6 +341,7 @@ def aggregate(
     *,
     with_works: bool = True,
     max_iter: int = MAX_ITER,
+    warm: WarmStarts | None = None,
 ) -> dict[str, Any]:
     """Aggregated answers per work and accuracy per annotator (see the module docstring).
 
@@ -308,6 +351,8 @@ def aggregate(
         method: "dawid-skene" or "majority".
         with_works: False leaves the works list empty (the Monitor needs the annotators only).
         max_iter: most EM rounds per task (a fit stopped there says converged false).
+        warm: kept fits to continue from, updated with this call's (Dawid-Skene; see
+            labeling.stats.dawid_skene.WarmStarts); None starts every task afresh.
 
     Returns:
         {method, n_works, n_labels (distinct work-annotator pairs), questions: {name: block},
@@ -331,7 +376,7 @@ def aggregate(
         if len(rows) == 0:
             blocks[q.name] = {"kind": q.kind, "n_works": 0, "n_labels": 0, "annotators": {}}
             continue
-        block, got = _question(method, q, coded, rows, with_works, max_iter)
+        block, got = _question(method, q, coded, rows, with_works, max_iter, warm)
         blocks[q.name] = block
         labelled.append(coded.work[rows] * n_names + coded.who[rows])
         n_q = np.bincount(got["who"], minlength=n_names)

@@ -68,7 +68,6 @@ from labeling.stats.coefficients import (
     fleiss_kappa_from_counts,
     gwet_ac1_from_counts,
     json_safe,
-    kappa_from_table,
     krippendorff_alpha,
     measures_from_sums,
     package_alpha_from_counts,
@@ -78,6 +77,7 @@ from labeling.stats.coefficients import (
     unique_rows,
     weighted_sums,
 )
+from labeling.stats.pairs import pair_kappas
 
 __all__ = [
     "QuestionSpec",
@@ -312,46 +312,6 @@ class _QuestionStats:
         return out
 
 
-def _pairs(
-    spec: QuestionSpec, enc: _Encoded, rater_names: np.ndarray, min_n: int
-) -> tuple[list[dict], list[dict]]:
-    """Cohen's kappa for every annotator pair with >= ``min_n`` common works; the rest, why."""
-    local, works = pd.factorize(enc.units)
-    dense = np.full((len(works), len(rater_names)), -1, dtype=np.int64)
-    dense[local, enc.raters] = enc.values
-    rated = (dense >= 0).astype(float)
-    common = rated.T @ rated
-    order = sorted(range(len(rater_names)), key=lambda i: str(rater_names[i]))
-    v = max(enc.n_values, 1)
-    out, left_out = [], []
-    for x, i in enumerate(order):
-        for j in order[x + 1 :]:
-            n = int(common[i, j])
-            if n == 0:
-                continue
-            row = {
-                "a": str(rater_names[i]),
-                "b": str(rater_names[j]),
-                "question": spec.name,
-                "n": n,
-            }
-            if n < min_n:
-                works_text = "1 common work" if n == 1 else f"{n} common works"
-                left_out.append(
-                    {
-                        **row,
-                        "reason": f"{works_text}, fewer than the minimum of {min_n} (--min-pair-n)",
-                    }
-                )
-                continue
-            both = (dense[:, i] >= 0) & (dense[:, j] >= 0)
-            # The pair's contingency table; kappa_from_table is scikit-learn's arithmetic.
-            cells = np.bincount(dense[both, i] * v + dense[both, j], minlength=v * v)
-            kappa = kappa_from_table(cells.reshape(v, v))
-            out.append({**row, "cohen_kappa": kappa})
-    return out, left_out
-
-
 def _prepare(labels: pd.DataFrame, names: set[str]) -> pd.DataFrame:
     """Keep answered rows of the requested questions; check the columns."""
     missing = [c for c in REQUIRED_COLUMNS if c not in labels.columns]
@@ -426,7 +386,9 @@ def _report(
         codes, n_values, names, membership = _encode_values(spec, values[rows])
         enc = _Encoded(units[rows], raters[rows], codes, n_values, names, membership)
         stats.append(_QuestionStats(spec, enc, level))
-        kept, dropped = _pairs(spec, enc, rater_names, min_n)
+        kept, dropped = pair_kappas(
+            spec.name, enc.units, enc.raters, enc.values, enc.n_values, rater_names, min_n
+        )
         pairs.extend(kept)
         left_out.extend(dropped)
     for i, st in enumerate(stats):

@@ -37,7 +37,8 @@ annotators) instead of the items (50,000 works, 100,000 labels: 23 s -> under a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import sparse
@@ -59,6 +60,39 @@ class Fit:
     priors: np.ndarray  # (n_classes,)
     iterations: int | None  # EM rounds (None: majority vote)
     converged: bool | None
+
+
+@dataclass
+class WarmStarts:
+    """Where each task's EM stopped last time, to continue from (the Monitor's; the CLI
+    always starts from majority shares).
+
+    A task (a question, or a label of a multi-label question) whose classes are those of its
+    kept fit continues from its kept priors and confusion matrices for at most ``max_iter``
+    rounds: EM never lowers the likelihood, so the fit only gets closer to the fixed point it
+    was heading for, and a few new labels move that point a little. An annotator the kept fit
+    did not know starts from the kept annotators' mean confusion matrix (their first M-step
+    fits it to the posteriors). A task whose classes changed starts from majority shares with
+    the caller's round limit.
+    """
+
+    max_iter: int = 10
+    # task -> (annotators, classes, priors, confusion)
+    fits: dict[str, tuple[tuple[str, ...], tuple[str, ...], np.ndarray, np.ndarray]] = field(
+        default_factory=dict
+    )
+
+    def start(
+        self, task: str, names: Sequence[str], classes: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(priors, confusion) to continue task from, for these annotators; None: start cold."""
+        kept = self.fits.get(task)
+        if kept is None or kept[1] != tuple(classes) or not len(kept[0]):
+            return None
+        known, _, priors, confusion = kept
+        row = {name: i for i, name in enumerate(known)}
+        mean = confusion.mean(axis=0)
+        return priors, np.stack([confusion[row[n]] if n in row else mean for n in names])
 
 
 def vote_shares(items: np.ndarray, labels: np.ndarray, n_items: int, n_classes: int) -> np.ndarray:
@@ -157,6 +191,7 @@ def dawid_skene(
     max_iter: int = MAX_ITER,
     tol: float = TOL,
     smoothing: float = SMOOTHING,
+    start: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Fit:
     """Dawid-Skene posteriors and confusion matrices by EM (see the module docstring).
 
@@ -166,6 +201,8 @@ def dawid_skene(
         max_iter: most EM rounds.
         tol: stop when no posterior changes by more than this in a round.
         smoothing: pseudo-count added to every confusion cell and class count (0: plain MLE).
+        start: (priors, confusion) to start from instead of majority shares (a warm start:
+            WarmStarts); shapes must be (n_classes,) and (n_workers, n_classes, n_classes).
     """
     items, workers, labels = (np.asarray(x, dtype=np.int64) for x in (items, workers, labels))
     cells, inverse, weights = unique_rows(
@@ -173,11 +210,17 @@ def dawid_skene(
     )
     cells = sparse.csr_matrix(cells, dtype=float)
     # A pattern's votes per class: its cells summed over the workers.
-    votes = np.asarray(cells @ np.tile(np.eye(n_classes), (n_workers, 1)))
-    post = votes / votes.sum(axis=1, keepdims=True)
     w = weights.astype(float)
     cells_t = sparse.csr_matrix(cells.T)
-    priors, confusion = _m_step(cells_t, post, n_workers, smoothing, w)
+    if start is None:
+        votes = np.asarray(cells @ np.tile(np.eye(n_classes), (n_workers, 1)))
+        post = votes / votes.sum(axis=1, keepdims=True)
+        priors, confusion = _m_step(cells_t, post, n_workers, smoothing, w)
+    else:
+        priors, confusion = start
+        if priors.shape != (n_classes,) or confusion.shape != (n_workers, n_classes, n_classes):
+            raise ValueError("start: priors and confusion do not fit the workers and classes")
+        post = np.full((cells.shape[0], n_classes), np.inf)  # no round has moved yet
     converged, rounds = False, 0
     while rounds < max_iter:
         rounds += 1

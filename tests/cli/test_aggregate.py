@@ -287,6 +287,10 @@ def test_the_monitor_shows_the_model_accuracy_beside_gold(engine, db_url, schema
     assert set(got) == set(expected)
     for who, (accuracy, n) in expected.items():  # the Monitor stops EM at 100 rounds
         assert got[who][0] == pytest.approx(accuracy, abs=1e-4) and got[who][1] == n
+    # The next view continues each task from the fit kept by the first: the same numbers.
+    again = statistics(engine, schema, get_campaign(engine, "ds")).tables["model_accuracy"]
+    for r in again.raw.itertuples():
+        assert r.model_accuracy == pytest.approx(expected[r.annotator][0], abs=1e-4)
     assert list(table.raw["gold_n"]) == [0, 0, 0]  # no gold checks in this campaign
     assert "gold accuracy [95% CI]" in table.shown.columns
     # Too few shared works: a sentence, not a table.

@@ -589,3 +589,25 @@ def test_reliability_and_confusion_tables_from_a_report() -> None:
     assert list(tables) == [("genre", "codex")]
     assert tables[("genre", "codex")].loc["b", "(no call)"] == 1
     assert reliability_table({}).empty and confusion_tables({}) == {}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_agreement_by_is_share_of_each_group(seed: int) -> None:
+    """The counted groups give share() of each group's rows, two keys deep, in sorted order."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 300))
+    matches = pd.DataFrame(
+        {
+            "annotator": rng.choice(["zoe", "al", "mo", None], size=n),
+            "question": rng.choice(["genre", "domain"], size=n),
+            "match": rng.random(n) < 0.7,
+        }
+    )
+    out = mon.agreement_by(matches, ["annotator", "question"])
+    want = [
+        {"annotator": a, "question": q, **mon.share(g["match"])}
+        for (a, q), g in matches.groupby(["annotator", "question"], sort=True)
+    ]
+    assert out.to_dict("records") == want

@@ -199,7 +199,12 @@ def _statistics(
     long = clock("agreement", md.agreement_labels, rows)
     agreement = clock("agreement", agreement_for, engine, schema, campaign.id, labels=long)
     model, no_model = clock(
-        "model accuracy", mm.model_accuracy, long, campaign_questions(campaign, schema), stats
+        "model accuracy",
+        mm.model_accuracy,
+        long,
+        campaign_questions(campaign, schema),
+        stats,
+        mm.warm_starts((str(engine.url), campaign.id, campaign.created_at)),
     )
     tables["model_accuracy"] = table(
         "model_accuracy", model, no_model, ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi")
