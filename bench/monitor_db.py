@@ -237,6 +237,7 @@ def build_large(path: Path, schema: Schema, n_works: int, n_labels: int) -> tupl
     url = f"sqlite:///{path}"
     if done.exists():
         engine = make_engine(url)
+        upgrade(engine)  # a database built under older migrations gets the current schema
         return engine, get_campaign(engine, CAMPAIGN).id
     engine = make_engine(url)
     upgrade(engine)
@@ -340,6 +341,7 @@ def build_demo(path: Path, schema: Schema, n_works: int = 20) -> tuple[Engine, i
     url = f"sqlite:///{path}"
     if done.exists():
         engine = make_engine(url)
+        upgrade(engine)  # a database built under older migrations gets the current schema
         return engine, get_campaign(engine, "demo-sample").id
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)

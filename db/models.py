@@ -68,7 +68,7 @@ def _in(values: tuple[str, ...]) -> str:
 EXPORT_INDEX_COLUMNS = (
     "status", "id", "validated_via", "model_version", "year", "doi", "title", "final_answers",
     "machine_hash", "machine", "score_opus", "score_gpt", "score_spread", "teacher_disagreement",
-    "threshold_uncertainty",
+    "threshold_uncertainty", "record_hash",
 )  # fmt: skip
 
 

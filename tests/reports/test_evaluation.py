@@ -211,3 +211,18 @@ def test_machine_report_from_the_database(
     scoped = machine_report(engine, schema, "top")
     assert scoped["campaign"] == "top" and list(scoped["questions"]) == QUESTIONS
     assert machine_report(engine, schema, other.id)["n_works"] == 0
+
+
+@pytest.mark.parametrize("campaign_id", [None, 1])
+def test_validated_works_are_read_from_the_covering_index(
+    sqlite_engine: Engine, campaign_id: int | None
+) -> None:
+    """On SQLite the validated works never touch the records' pages (the Monitor's every view)."""
+    from labeling.reports.evaluation import validated_query
+
+    query = validated_query(campaign_id)
+    sql = str(query.compile(sqlite_engine, compile_kwargs={"literal_binds": True}))
+    with sqlite_engine.connect() as conn:
+        plan = [row[-1] for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}")]
+    works = [step for step in plan if " works " in f" {step} "]
+    assert works and all("COVERING INDEX ix_works_export" in step for step in works), plan
