@@ -110,7 +110,7 @@ class Validated:
         return dict(zip(self.ids, self.texts, strict=True))
 
 
-def validated_query(campaign_id: int | None) -> Select[Any]:
+def validated_query(campaign_id: int | None) -> Select[str, str, str]:
     """(id, record hash, final answers as text) of the validated works, in id order.
 
     The answers come as text, parsed when asked for: the Monitor compares labels to the text

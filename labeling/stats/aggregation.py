@@ -77,6 +77,14 @@ class _Long:
 
 def _sorted_codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Codes of a column numbered in the sorted order of its distinct values, and those values."""
+    dtype = column.dtype
+    if isinstance(dtype, pd.CategoricalDtype) and dtype.categories.is_monotonic_increasing:
+        codes = np.asarray(column.cat.codes)
+        if len(codes) == 0 or codes.min() >= 0:  # coded in sorted order already (no missing)
+            used = np.zeros(len(dtype.categories), dtype=bool)
+            used[codes] = True
+            rank = np.cumsum(used) - 1  # unused categories dropped, as factorize would
+            return rank[codes], np.asarray(dtype.categories, dtype=object)[used]
     codes, uniques = pd.factorize(column)  # a categorical column: from its codes
     uniques = np.asarray(uniques, dtype=object)
     order = np.argsort(uniques, kind="stable")

@@ -105,3 +105,15 @@ def test_majority_keeps_no_fit() -> None:
     warm = WarmStarts()
     aggregate(long, QUESTIONS, "majority", with_works=False, warm=warm)
     assert warm.fits == {}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_categorical_columns_give_the_same_report(seed: int) -> None:
+    """A long table whose work and annotator columns are sorted categoricals (the Monitor's)
+    is coded from its codes: the report is that of the plain columns."""
+    long, _ = long_table(seed, ACCURACIES)
+    long = long.sample(frac=0.8, random_state=seed).reset_index(drop=True)  # gaps, any order
+    coded = long.astype({"work_id": "category", "annotator": "category"})
+    # categories nobody uses any more are dropped like factorize drops them
+    coded["work_id"] = coded["work_id"].cat.add_categories(["W9999"])
+    assert aggregate(coded, QUESTIONS) == aggregate(long, QUESTIONS)
