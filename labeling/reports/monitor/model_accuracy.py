@@ -74,28 +74,21 @@ def shared_works(long: pd.DataFrame) -> int:
     return int((marked.reshape(len(works), width).sum(axis=1) >= 2).sum())
 
 
-def model_accuracy(
-    long: pd.DataFrame,
-    questions: Sequence[Any],
-    annotators: pd.DataFrame,
-    warm: WarmStarts | None = None,
-) -> tuple[pd.DataFrame, str]:
-    """Per annotator: Dawid-Skene accuracy and n answers, beside gold accuracy and its n.
+def model_fit(
+    long: pd.DataFrame, questions: Sequence[Any], warm: WarmStarts | None = None
+) -> tuple[pd.DataFrame | None, str]:
+    """Per annotator: Dawid-Skene accuracy and n answers (annotator, model_accuracy, model_n),
+    or None and the sentence shown instead (too little overlap).
 
     Args:
         long: the campaign's current labels as the agreement long table.
         questions: the campaign's questions (name, kind, labels).
-        annotators: the Monitor's annotator table (gold, gold_lo, gold_hi, gold_n).
         warm: the fits of the last view to continue from (warm_starts), updated in place;
             None: MAX_ITER rounds from majority shares.
-
-    Returns:
-        The table (COLUMNS; gold None where the annotator met no gold check) and the
-        sentence shown instead when it is empty.
     """
     shared = shared_works(long)
     if shared < MIN_SHARED_WORKS:
-        return pd.DataFrame(columns=COLUMNS), (
+        return None, (
             f"Too few shared labels for the model: {shared} work(s) have two or more labels, "
             f"Dawid-Skene needs at least {MIN_SHARED_WORKS} (it learns each annotator from "
             "their overlap with the others)."
@@ -109,6 +102,17 @@ def model_accuracy(
             for a in report["annotators"]
         ]
     )
+    return model, ""
+
+
+def with_gold(
+    fit: tuple[pd.DataFrame | None, str], annotators: pd.DataFrame
+) -> tuple[pd.DataFrame, str]:
+    """model_fit's table beside each annotator's gold accuracy and its n (COLUMNS; gold None
+    where the annotator met no gold check), or an empty table and the sentence."""
+    model, sentence = fit
+    if model is None:
+        return pd.DataFrame(columns=COLUMNS), sentence
     gold_cols = ["annotator", "gold", "gold_lo", "gold_hi", "gold_n"]
     gold = (
         annotators[gold_cols]
@@ -118,3 +122,24 @@ def model_accuracy(
     out = model.merge(gold, on="annotator", how="left")
     out["gold_n"] = out["gold_n"].fillna(0).astype(int)
     return out[COLUMNS], ""
+
+
+def model_accuracy(
+    long: pd.DataFrame,
+    questions: Sequence[Any],
+    annotators: pd.DataFrame,
+    warm: WarmStarts | None = None,
+) -> tuple[pd.DataFrame, str]:
+    """Per annotator: Dawid-Skene accuracy and n answers, beside gold accuracy and its n.
+
+    Args:
+        long: the campaign's current labels as the agreement long table.
+        questions: the campaign's questions (name, kind, labels).
+        annotators: the Monitor's annotator table (gold, gold_lo, gold_hi, gold_n).
+        warm: as in model_fit.
+
+    Returns:
+        The table (COLUMNS; gold None where the annotator met no gold check) and the
+        sentence shown instead when it is empty.
+    """
+    return with_gold(model_fit(long, questions, warm), annotators)
