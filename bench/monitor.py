@@ -239,7 +239,9 @@ def report(name: str, url: str, campaign_id: int, cold: int, warm: int) -> dict:
                 f"    {part:22} warm {wmed[part]:6.3f} s  recompute {rmed[part]:6.3f} s  "
                 f"uncached {umed[part]:6.3f} s  cold {med.get(part, 0.0):6.3f} s"
             )
-    print("    (agreement report and model accuracy run beside annotator tables: parts overlap)")
+    print(
+        "    (annotator tables, agreement report and model accuracy run side by side: they overlap)"
+    )
     return {
         "warm": wmed,
         "recompute": rmed,

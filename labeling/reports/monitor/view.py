@@ -210,22 +210,21 @@ def _statistics(
     status = status_parts(engine, schema, campaign, validated, timings)
     machines, estimates = status.machines, status.estimates
     n_validated = int(machines["n_works"])
-    long = clock("long table", md.agreement_labels, rows)
-    # The agreement report and the model's fit read the long table and nothing mutable: they
-    # run beside the annotator tables, on the other cores (numpy and scipy release the GIL
-    # in their loops). On the large bench the three took 1.6 s one after the other, 1.2-1.4 s
-    # side by side, at load 3 on 2 cores.
-    warm = mm.warm_starts((str(engine.url), campaign.id, campaign.created_at))
+    # The annotator tables, the agreement report and the model's fit read the label rows (or
+    # the long table made from them) and nothing mutable: they run side by side, on the
+    # other cores (numpy and scipy release the GIL in their loops). On the large bench the
+    # three took 1.6 s one after the other, 1.2-1.4 s side by side, at load 3 on 2 cores.
     pool = _pool()
+    annotators_job = pool.submit(clock, "annotator tables", _annotator_tables, rows, n_validated)
+    long = clock("long table", md.agreement_labels, rows)
     agreement_job = pool.submit(
         clock, "agreement report", agreement_for, engine, schema, campaign.id, labels=long
     )
-    model_job = pool.submit(
-        clock, "model accuracy", mm.model_fit, long, campaign_questions(campaign, schema), warm
-    )
-    tables, (stats, drift) = clock("annotator tables", _annotator_tables, rows, n_validated)
+    warm = mm.warm_starts((str(engine.url), campaign.id, campaign.created_at))
+    fit = clock("model accuracy", mm.model_fit, long, campaign_questions(campaign, schema), warm)
+    tables, (stats, drift) = annotators_job.result()
     agreement = agreement_job.result()
-    model, no_model = mm.with_gold(model_job.result(), stats)
+    model, no_model = mm.with_gold(fit, stats)
     tables["model_accuracy"] = table(
         "model_accuracy", model, no_model, ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi")
     )
