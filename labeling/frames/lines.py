@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+from sqlalchemy import Engine
 
 from db.bulk import RowEncoder
+from db.engine import EngineSpec
 from labeling import collector
 from labeling.errors import InputError
 from labeling.frames.checks import check_record, normalize_work_id, score_paths
-from labeling.frames.known import Known
+from labeling.frames.known import Known, known_hashes
 from labeling.frames.machine_columns import MachinePlan, machine_digest, machine_hash, machine_plan
 from labeling.frames.store import add_rows
 from labeling.frames.typed import typed_chunk
@@ -207,19 +209,34 @@ def nonfinite_errors(line: bytes, scores: frozenset[str]) -> tuple[str | None, l
 
 _worker_schema: Schema | None = None
 _worker_encoder: RowEncoder | None = None
+_worker_spec: EngineSpec | None = None
+_worker_engine: Engine | None = None
 
 
-def init_worker(schema: Schema, encoder: RowEncoder | None = None) -> None:
-    """Give a worker process the schema and row encoder once (ProcessPoolExecutor initializer)."""
-    global _worker_schema, _worker_encoder
-    _worker_schema, _worker_encoder = schema, encoder
+def init_worker(
+    schema: Schema, encoder: RowEncoder | None = None, spec: EngineSpec | None = None
+) -> None:
+    """Give a worker process the schema, row encoder and database once (pool initializer)."""
+    global _worker_schema, _worker_encoder, _worker_spec, _worker_engine
+    _worker_schema, _worker_encoder, _worker_spec, _worker_engine = schema, encoder, spec, None
 
 
 def parse_chunk_in_worker(
-    chunk: list[tuple[int, bytes]], known: Known | None = None
+    chunk: list[tuple[int, bytes]], known: Known | None = None, look_up: bool = False
 ) -> list[Parsed]:
-    """parse_chunk with the worker's schema and row encoder."""
+    """parse_chunk with the worker's schema and row encoder.
+
+    look_up: the worker reads the stored hashes of the chunk's ids itself (known_hashes, on
+    its own engine), so that the lookups of an unchanged re-import run in the workers, in
+    parallel, rather than in the importing process.
+    """
+    global _worker_engine
     assert _worker_schema is not None
+    if look_up:
+        assert _worker_spec is not None
+        if _worker_engine is None:
+            _worker_engine = _worker_spec.build()
+        known = known_hashes(_worker_engine, chunk, _plan_for(_worker_schema)[1])
     return parse_chunk(chunk, _worker_schema, known, _worker_encoder)
 
 
