@@ -91,10 +91,20 @@ def _create(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
     return create_engine(url, **kwargs)
 
 
+# The page size of new SQLite files (existing files keep theirs). A works row is about
+# 4 KB (its record is 3 KB), so with 4 KB pages almost every row spilled onto overflow
+# pages, and a bulk import paid a system call per page: writing the WAL, checkpointing it,
+# each index build reading the table back. With 16 KB pages a row fits, 3-4 to a page:
+# a 1M-record import took 163 s instead of 199 s (bench/RESULTS.md, issue 16 third pass).
+SQLITE_PAGE_SIZE = 16384
+
+
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
+        # Before WAL: a page size takes effect only while the file is still empty.
+        cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
