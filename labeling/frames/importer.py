@@ -32,9 +32,11 @@ from db.models import Work
 from labeling.frames.import_runs import describe_error, finish_run, start_run
 from labeling.frames.known import Known, known_hashes
 from labeling.frames.lines import (
+    Block,
     FrameReadError,
     Parsed,
     init_worker,
+    iter_blocks,
     iter_chunks,
     parse_chunk,
     parse_chunk_in_worker,
@@ -215,7 +217,7 @@ def import_frame(
                 (parse_chunk(chunk, schema, known, encoder), pos) for chunk, pos, known in chunks
             )
         else:  # the workers look the stored hashes up themselves
-            parsed_chunks = _parallel(pool, iter_chunks(path), workers, look_up)
+            parsed_chunks = _parallel(pool, iter_blocks(path), workers, look_up)
         _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size)
     except (_Stop, FrameReadError) as exc:
         reason, cause = str(exc), exc
@@ -278,8 +280,9 @@ def _with_known(
 
 
 def _parallel(
-    pool: ProcessPoolExecutor, chunks: Iterator[tuple[Chunk, int]], workers: int, look_up: bool
-) -> Iterator[tuple[list[Parsed], int]]:
+    pool: ProcessPoolExecutor, chunks: Iterator[tuple[Block | Chunk, int]], workers: int,
+    look_up: bool,
+) -> Iterator[tuple[list[Parsed], int]]:  # fmt: skip
     """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory)."""
     pending: list[tuple[Any, int]] = []
     try:

@@ -175,3 +175,20 @@ def test_workers_look_the_hashes_up_and_skip_unchanged_lines(
     assert (again.unchanged, again.inserted, again.updated) == (1201, 0, 0)
     assert [asdict(p) for p in again.problems] == [asdict(p) for p in first.problems]
     engine.dispose()
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"])
+def test_blocks_sent_to_the_workers_hold_the_lines_of_line_by_line_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, ending: bytes
+) -> None:
+    data = b"\n".join([b"", b'{"id": "W1"}', b"", b"x" * 40, b"\xff\xfe", b"last"]) + ending
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
+    monkeypatch.setattr(lines, "BLOCK_BYTES", block)
+    got = []
+    for chunk, _ in lines.iter_blocks(path):
+        assert isinstance(chunk, lines.Block)
+        got += chunk.lines()
+    assert got == expected
