@@ -6,6 +6,7 @@ processes as well as in the importer's own.
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import gzip
 import hashlib
@@ -256,6 +257,7 @@ def parse_chunk_in_worker(
         assert _worker_spec is not None
         if _worker_engine is None:
             _worker_engine = _worker_spec.build()
+            atexit.register(_worker_engine.dispose)  # close its connections as the worker ends
         known = known_hashes(_worker_engine, chunk, _plan_for(_worker_schema)[1])
     return parse_chunk(chunk, _worker_schema, known, _worker_encoder)
 
