@@ -218,7 +218,7 @@ def import_frame(
             )
         else:  # the workers look the stored hashes up themselves
             parsed_chunks = _parallel(pool, iter_blocks(path), workers, look_up)
-        _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size)
+        _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size, not look_up)
     except (_Stop, FrameReadError) as exc:
         reason, cause = str(exc), exc
     except Exception as exc:  # the database (or anything else) failed: say so in one line
@@ -307,16 +307,18 @@ def _consume(
     bar: tqdm,
     strict: bool,
     batch_size: int,
+    fresh: bool,
 ) -> None:
     try:
         if strict:
             # One transaction for the whole file: _Abort (or any failure) rolls all of it back.
             with write_connection(engine, bulk=True) as conn:
-                writer = _Writer(engine, conn, summary, reporter, strict, batch_size)
+                writer = _Writer(engine, conn, summary, reporter, strict, batch_size, fresh)
                 writer.write(parsed_chunks, bar)
             summary.add(writer.pending)  # committed
         else:
-            _Writer(engine, None, summary, reporter, strict, batch_size).write(parsed_chunks, bar)
+            writer = _Writer(engine, None, summary, reporter, strict, batch_size, fresh)
+            writer.write(parsed_chunks, bar)
     except _Abort:
         summary.aborted = True
 
@@ -333,9 +335,10 @@ class _Writer:
     """Takes parsed lines in file order: reports, batches and writes them."""
 
     def __init__(self, engine: Engine, conn: Connection | None, summary: ImportSummary,
-                 reporter: _Reporter, strict: bool, batch_size: int) -> None:  # fmt: skip
+                 reporter: _Reporter, strict: bool, batch_size: int,
+                 fresh: bool) -> None:  # fmt: skip
         self.engine, self.conn, self.summary, self.reporter = engine, conn, summary, reporter
-        self.strict, self.batch_size = strict, batch_size
+        self.strict, self.batch_size, self.fresh = strict, batch_size, fresh
         self.seen = SeenIds()
         self.first: Iterator[bool] = iter(())  # see write()
         self.batch: list[Parsed] = []
@@ -417,10 +420,10 @@ class _Writer:
 
     def _flush(self) -> None:
         if self.conn is not None:
-            write_batch(self.conn, self.batch, self.pending)
+            write_batch(self.conn, self.batch, self.pending, self.fresh)
         else:
             counts = StoredCounts()
             with write_connection(self.engine, bulk=True) as own:
-                write_batch(own, self.batch, counts)
+                write_batch(own, self.batch, counts, self.fresh)
             self.summary.add(counts)  # only once committed: the counts match the database
         self.batch.clear()

@@ -165,9 +165,9 @@ def test_workers_look_the_hashes_up_and_skip_unchanged_lines(
     known: list[bool] = []
     real = importer.write_batch
 
-    def spying(conn: Any, batch: list[Any], counts: Any) -> None:
+    def spying(conn: Any, batch: list[Any], counts: Any, fresh: bool = False) -> None:
         known.extend(p.known for p in batch)
-        real(conn, batch, counts)
+        real(conn, batch, counts, fresh)
 
     monkeypatch.setattr(importer, "write_batch", spying)
     again = import_frame(engine, path, schema, workers=2, batch_size=100)
