@@ -239,10 +239,15 @@ def restore_sqlite(
         raise BackupError(f"{target} already holds data; use --force to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
     source = _connect_ro(src, timeout)
+    converted: Path | None = None
     try:
         with _writers_lock(target):
             dst = sqlite3.connect(str(target), timeout=timeout)
             try:
+                converted = _page_size_for(source, dst, target)
+                if converted is not None:  # a copy of the backup with the target's page size
+                    source.close()
+                    source = _connect_ro(converted, timeout)
                 source.backup(dst, pages=-1)
                 dst.execute("PRAGMA journal_mode=WAL")
                 pages = dst.execute("PRAGMA page_count").fetchone()[0]
@@ -252,4 +257,32 @@ def restore_sqlite(
         raise BackupError(f"restore failed: {exc}") from exc
     finally:
         source.close()
+        if converted is not None:
+            converted.unlink(missing_ok=True)
     return BackupResult(str(src), str(target), pages, revision, counts)
+
+
+def _page_size_for(
+    source: sqlite3.Connection, dst: sqlite3.Connection, target: Path
+) -> Path | None:
+    """A copy of the backup rebuilt with the target's page size, when the target needs one.
+
+    The backup API cannot write into a WAL database of another page size (new files have
+    16 KB pages since issue 16, older ones 4 KB), so the backup is first copied to a
+    temporary file next to the target and vacuumed to the target's page size.
+    """
+    size = dst.execute("PRAGMA page_size").fetchone()[0]
+    wal = dst.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if not wal or source.execute("PRAGMA page_size").fetchone()[0] == size:
+        return None
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.restore")
+    tmp.unlink(missing_ok=True)
+    conn = sqlite3.connect(str(tmp))
+    try:
+        source.backup(conn, pages=-1)
+        conn.execute("PRAGMA journal_mode=DELETE")  # a page size cannot change in WAL mode
+        conn.execute(f"PRAGMA page_size={int(size)}")
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+    return tmp

@@ -91,10 +91,21 @@ def _create(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
     return create_engine(url, **kwargs)
 
 
+# The page size of new SQLite files (existing files keep theirs). A works row is about
+# 4 KB (its record is 3 KB), so with 4 KB pages almost every row spilled onto overflow
+# pages, and a bulk import paid a system call per page: writing the WAL, checkpointing it,
+# each index build reading the table back. With 16 KB pages a row fits, 3-4 to a page: in
+# a 1M-record import (py-spy) the index builds took 44 s instead of 70 s and the commits
+# 27 s instead of 38 s (bench/RESULTS.md, issue 16 third pass).
+SQLITE_PAGE_SIZE = 16384
+
+
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         cur = dbapi_conn.cursor()
+        # Before WAL: a page size takes effect only while the file is still empty.
+        cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
@@ -148,7 +159,8 @@ def _writer_lock_fd(engine: Engine) -> int | None:
 
 # SQLite's default: a commit that leaves more WAL pages than this copies them into the file.
 WAL_AUTOCHECKPOINT = 1000
-# During a bulk load (a frame import): about 100 MB of WAL between checkpoints, not 4 MB.
+# During a bulk load (a frame import): 25,600 pages of WAL between checkpoints, not 1000:
+# 100 MB with 4 KB pages, 400 MB with the 16 KB pages of new files (measured with both).
 BULK_WAL_AUTOCHECKPOINT = 25_600
 
 
@@ -162,10 +174,11 @@ def write_connection(engine: Engine, *, bulk: bool = False) -> Iterator[Connecti
     writer as soon as the lock is free. The pooled connection is taken before queueing, so
     the lock is held only for the transaction itself.
 
-    bulk: on SQLite, the commit checkpoints the WAL only once it holds about 100 MB (then
-    the default again): a frame import writes gigabytes in 15 MB batches, and a checkpoint
-    (copy into the file, fsync) after each batch cost more than the inserts. Durability is
-    unchanged (synchronous=NORMAL: a checkpoint is not a commit).
+    bulk: on SQLite, the commit checkpoints the WAL only once it holds 25,600 pages (100 or
+    400 MB, see BULK_WAL_AUTOCHECKPOINT; then the default again): a frame import writes
+    gigabytes in 15 MB batches, and a checkpoint (copy into the file, fsync) after each
+    batch cost more than the inserts. Durability is unchanged (synchronous=NORMAL: a
+    checkpoint is not a commit).
     """
     sqlite = is_sqlite(engine)
     conn_opts = {"sqlite_immediate": True} if sqlite else {}

@@ -26,15 +26,17 @@ import orjson
 from sqlalchemy import Connection, Engine, select
 from tqdm import tqdm
 
-from db.engine import write_connection
+from db.engine import engine_spec, write_connection
 from db.indexes import defer_indexes, ensure_work_indexes
 from db.models import Work
 from labeling.frames.import_runs import describe_error, finish_run, start_run
 from labeling.frames.known import Known, known_hashes
 from labeling.frames.lines import (
+    Block,
     FrameReadError,
     Parsed,
     init_worker,
+    iter_blocks,
     iter_chunks,
     parse_chunk,
     parse_chunk_in_worker,
@@ -206,16 +208,17 @@ def import_frame(
                 max_workers=workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=init_worker,
-                initargs=(schema, encoder),
+                initargs=(schema, encoder, engine_spec(engine)),
             )
-        chunks = _with_known(engine, iter_chunks(path), schema)
+        look_up = _any_stored(engine)  # into an empty table no line can be unchanged
         if pool is None:
+            chunks = _with_known(engine, iter_chunks(path), schema, look_up)
             parsed_chunks: Iterator[tuple[list[Parsed], int]] = (
                 (parse_chunk(chunk, schema, known, encoder), pos) for chunk, pos, known in chunks
             )
-        else:
-            parsed_chunks = _parallel(pool, chunks, workers)
-        _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size)
+        else:  # the workers look the stored hashes up themselves
+            parsed_chunks = _parallel(pool, iter_blocks(path), workers, look_up)
+        _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size, not look_up)
     except (_Stop, FrameReadError) as exc:
         reason, cause = str(exc), exc
     except Exception as exc:  # the database (or anything else) failed: say so in one line
@@ -257,13 +260,17 @@ def _end(
 Chunk = list[tuple[int, bytes]]
 
 
-def _with_known(
-    engine: Engine, chunks: Iterator[tuple[Chunk, int]], schema: Schema
-) -> Iterator[tuple[Chunk, int, Known | None]]:
-    """Each chunk with the stored hashes of its lines' ids (none into an empty table)."""
+def _any_stored(engine: Engine) -> bool:
+    """Whether the works table holds a row (else no line can be unchanged: no lookups)."""
     with engine.connect() as conn:
-        empty = conn.execute(select(Work.id).limit(1)).first() is None
-    if empty:  # nothing stored: no line can be unchanged (a repeated id is a duplicate)
+        return conn.execute(select(Work.id).limit(1)).first() is not None
+
+
+def _with_known(
+    engine: Engine, chunks: Iterator[tuple[Chunk, int]], schema: Schema, look_up: bool
+) -> Iterator[tuple[Chunk, int, Known | None]]:
+    """Each chunk with the stored hashes of its lines' ids (none when look_up is False)."""
+    if not look_up:  # nothing stored: no line can be unchanged (a repeated id is a duplicate)
         for chunk, pos in chunks:
             yield chunk, pos, None
         return
@@ -273,13 +280,14 @@ def _with_known(
 
 
 def _parallel(
-    pool: ProcessPoolExecutor, chunks: Iterator[tuple[Chunk, int, Known | None]], workers: int
-) -> Iterator[tuple[list[Parsed], int]]:
+    pool: ProcessPoolExecutor, chunks: Iterator[tuple[Block | Chunk, int]], workers: int,
+    look_up: bool,
+) -> Iterator[tuple[list[Parsed], int]]:  # fmt: skip
     """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory)."""
     pending: list[tuple[Any, int]] = []
     try:
-        for chunk, pos, known in chunks:
-            pending.append((pool.submit(parse_chunk_in_worker, chunk, known), pos))
+        for chunk, pos in chunks:
+            pending.append((pool.submit(parse_chunk_in_worker, chunk, None, look_up), pos))
             if len(pending) >= 4 * workers:
                 future, p = pending.pop(0)
                 yield future.result(), p
@@ -299,16 +307,18 @@ def _consume(
     bar: tqdm,
     strict: bool,
     batch_size: int,
+    fresh: bool,
 ) -> None:
     try:
         if strict:
             # One transaction for the whole file: _Abort (or any failure) rolls all of it back.
             with write_connection(engine, bulk=True) as conn:
-                writer = _Writer(engine, conn, summary, reporter, strict, batch_size)
+                writer = _Writer(engine, conn, summary, reporter, strict, batch_size, fresh)
                 writer.write(parsed_chunks, bar)
             summary.add(writer.pending)  # committed
         else:
-            _Writer(engine, None, summary, reporter, strict, batch_size).write(parsed_chunks, bar)
+            writer = _Writer(engine, None, summary, reporter, strict, batch_size, fresh)
+            writer.write(parsed_chunks, bar)
     except _Abort:
         summary.aborted = True
 
@@ -325,10 +335,12 @@ class _Writer:
     """Takes parsed lines in file order: reports, batches and writes them."""
 
     def __init__(self, engine: Engine, conn: Connection | None, summary: ImportSummary,
-                 reporter: _Reporter, strict: bool, batch_size: int) -> None:  # fmt: skip
+                 reporter: _Reporter, strict: bool, batch_size: int,
+                 fresh: bool) -> None:  # fmt: skip
         self.engine, self.conn, self.summary, self.reporter = engine, conn, summary, reporter
-        self.strict, self.batch_size = strict, batch_size
+        self.strict, self.batch_size, self.fresh = strict, batch_size, fresh
         self.seen = SeenIds()
+        self.first: Iterator[bool] = iter(())  # see write()
         self.batch: list[Parsed] = []
         self.binary: list[Parsed] = []  # the current run of lines that are not text
         self.any_line = self.any_text = False
@@ -341,6 +353,10 @@ class _Writer:
             for parsed, pos in parsed_chunks:
                 bar.update(pos - last_pos)
                 last_pos = pos
+                # Whether each line that will reach the duplicate check (a text line without
+                # errors) is its id's first, for the whole chunk at once; _take_text reads it.
+                ids = [p.work_id or "" for p in parsed if not p.binary and not p.errors]
+                self.first = iter(self.seen.add_many(ids))
                 for p in parsed:
                     self.take(p)
             if self.binary and not self.any_text:  # nothing in the file was text
@@ -391,7 +407,7 @@ class _Writer:
             reporter.add(p.line, p.work_id, "rejected", "; ".join(p.errors))
             return
         assert p.work_id is not None
-        if not self.seen.add(p.work_id):
+        if not next(self.first):
             reporter.add(p.line, p.work_id, "rejected", f"duplicate id {p.work_id} within the file")
             return
         for warning in p.warnings:
@@ -404,10 +420,10 @@ class _Writer:
 
     def _flush(self) -> None:
         if self.conn is not None:
-            write_batch(self.conn, self.batch, self.pending)
+            write_batch(self.conn, self.batch, self.pending, self.fresh)
         else:
             counts = StoredCounts()
             with write_connection(self.engine, bulk=True) as own:
-                write_batch(own, self.batch, counts)
+                write_batch(own, self.batch, counts, self.fresh)
             self.summary.add(counts)  # only once committed: the counts match the database
         self.batch.clear()

@@ -37,25 +37,42 @@ class SeenIds:
 
     def add(self, work_id: str) -> bool:
         """Add an id; False if it was there already."""
-        key = _key(work_id)
-        if key is None:
-            if work_id in self._other:
-                return False
-            self._other.add(work_id)
-            return True
-        if key in self._recent:
-            return False
+        return self.add_many([work_id])[0]
+
+    def add_many(self, ids: list[str]) -> list[bool]:
+        """Add ids in order; for each, False if it was there already (or earlier in `ids`).
+
+        One vectorised search of the sorted array for all of them, not one numpy call each.
+        """
+        keys = [_key(work_id) for work_id in ids]
+        numbers = [k for k in keys if k is not None]
         merged = self._sorted
-        if merged.size:
-            at = int(merged.searchsorted(key))
-            if at < merged.size and int(merged[at]) == key:
-                return False
-        self._recent.add(key)
-        if len(self._recent) >= MERGE:
-            recent = np.fromiter(self._recent, dtype=np.int64, count=len(self._recent))
-            self._sorted = np.union1d(merged, recent)
-            self._recent = set()
-        return True
+        if merged.size and numbers:
+            wanted = np.array(numbers, dtype=np.int64)
+            at = np.minimum(merged.searchsorted(wanted), merged.size - 1)
+            stored = iter((merged[at] == wanted).tolist())
+        else:
+            stored = iter([False] * len(numbers))
+        recent, other = self._recent, self._other
+        out: list[bool] = []
+        for work_id, key in zip(ids, keys, strict=True):
+            if key is None:
+                out.append(work_id not in other)
+                other.add(work_id)
+            elif next(stored) or key in recent:
+                out.append(False)
+            else:
+                recent.add(key)
+                out.append(True)
+        if len(recent) >= MERGE:
+            self._merge()
+        return out
+
+    def _merge(self) -> None:
+        """Move the recent ids into the sorted array (none of them is in it already)."""
+        recent = np.sort(np.fromiter(self._recent, dtype=np.int64, count=len(self._recent)))
+        self._sorted = np.insert(self._sorted, self._sorted.searchsorted(recent), recent)
+        self._recent = set()
 
     def __contains__(self, work_id: str) -> bool:
         key = _key(work_id)

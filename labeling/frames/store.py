@@ -26,14 +26,18 @@ class StoredCounts:
     unchanged: int = 0
 
 
-def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) -> None:
+def write_batch(
+    conn: Connection, batch: list[Parsed], summary: StoredCounts, fresh: bool = False
+) -> None:
     """Insert new works, update changed ones (keeping superseded predictions), count the rest.
 
-    Lines known unchanged by their hash (not decoded) are only counted.
+    Lines known unchanged by their hash (not decoded) are only counted. fresh: the works
+    table was empty when the import started, so the rows are inserted without looking
+    their ids up first (see _insert_all).
     """
     decoded = [p for p in batch if not p.known]
     summary.unchanged += len(batch) - len(decoded)
-    if not decoded:
+    if not decoded or (fresh and _insert_all(conn, decoded, summary)):
         return
     # Only checked lines reach the store: each has its id.
     rows = stored_rows(conn, [p.work_id for p in decoded if p.work_id is not None], _STORED)
@@ -77,6 +81,24 @@ def write_batch(conn: Connection, batch: list[Parsed], summary: StoredCounts) ->
                     import_warnings=bindparam("import_warnings")),
             stale,
         )  # fmt: skip
+
+
+def _insert_all(conn: Connection, decoded: list[Parsed], summary: StoredCounts) -> bool:
+    """Insert every line's row in a savepoint, without a lookup (an id is never repeated
+    within a file, the writer rejects the repeats). False, with nothing written, when an id
+    is stored after all (another writer since the import started): then they are looked up.
+    """
+    encoder = work_encoder(conn.dialect.name)
+    add_rows(decoded, encoder)
+    dbapi = conn.dialect.dbapi
+    assert dbapi is not None
+    try:
+        with conn.begin_nested():
+            insert_encoded(conn, encoder, [p.row for p in decoded])
+    except dbapi.IntegrityError:
+        return False
+    summary.inserted += len(decoded)
+    return True
 
 
 def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:

@@ -162,6 +162,29 @@ def test_restore_round_trip(sqlite_url: str, tmp_path: Path) -> None:
     engine.dispose()
 
 
+def test_restore_a_backup_of_another_page_size(sqlite_url: str, tmp_path: Path) -> None:
+    """A backup of a 4 KB-page database (made before issue 16) restores into a 16 KB one."""
+    engine = make_engine(sqlite_url)
+    add_works(engine, 5)
+    old = tmp_path / "old.db"
+    with sqlite3.connect(Path(engine.url.database)) as live, sqlite3.connect(old) as conn:
+        live.backup(conn)
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("VACUUM")
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DELETE FROM works")
+    result = run(sqlite_url, "restore", str(old), "--force")
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(Path(engine.url.database)) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == 16384
+        assert conn.execute("SELECT count(*) FROM works").fetchone()[0] == 5
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert not list(tmp_path.glob("*.restore"))
+    engine.dispose()
+
+
 def test_restore_into_a_new_database(sqlite_url: str, tmp_path: Path) -> None:
     """A restore into an empty location needs no --force and gives a usable database."""
     engine = make_engine(sqlite_url)

@@ -620,7 +620,7 @@ def test_label_page_says_not_saved_and_keeps_the_answers(
     at = login("annotator")
     shown = form(at)
     typed = dict(first_answers(shown), categories=["Metaresearch", "Bibliometrics"])
-    note = "Checked the venue and the funder list; " * 300  # ~12 KB: needs new pages
+    note = "Checked the venue and the funder list; " * 500  # ~19.5 KB: more than a page
     engine = get_engine(label_page_db)
     with closing(sqlite3.connect(engine.url.database, isolation_level=None)) as conn:
         conn.execute("VACUUM")  # no free pages left: the note must grow the file

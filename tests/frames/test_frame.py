@@ -238,3 +238,22 @@ def test_migrations_reach_head_on_both_engines(engine):
     assert current_revision(engine) == head
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 0
+
+
+def test_a_load_that_found_the_table_empty_still_updates_rows_stored_since(
+    engine, schema, seed_record, tmp_path, monkeypatch
+):
+    """Rows another writer stored after the import found the table empty: updated or
+    counted unchanged, as a lookup finds them, not refused by the inserts without one."""
+    from labeling.frames import importer
+
+    records = [make_record(seed_record, f"W{i}") for i in range(1, 30)]
+    changed = [dict(r) for r in records]
+    changed[0]["title"] = "changed"
+    import_frame(engine, write_jsonl(tmp_path / "other.jsonl", changed[:10]), schema)
+    monkeypatch.setattr(importer, "_any_stored", lambda engine: False)  # empty at the start
+    summary = import_frame(engine, write_jsonl(tmp_path / "f.jsonl", records), schema, batch_size=7)
+    assert (summary.inserted, summary.updated, summary.unchanged) == (19, 1, 9)
+    with read_session(engine) as s:
+        assert s.get(Work, "W1").title == records[0]["title"]
+        assert len(s.scalars(select(Work.id)).all()) == 29

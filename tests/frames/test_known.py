@@ -109,18 +109,19 @@ def test_skipping_by_hash_reports_exactly_what_decoding_every_line_does(
     text.insert(0, "")
     second = write_jsonl(tmp_path / "second.jsonl", text)
     outcomes = []
-    for name, skip in (("a.db", True), ("b.db", False)):
+    # In-process, in 2 worker processes that look the hashes up themselves, decoding all.
+    for name, skip, workers in (("a.db", True, 0), ("c.db", True, 2), ("b.db", False, 0)):
         engine = _fresh(tmp_path, name)
         import_frame(engine, path, schema)
         if not skip:
             monkeypatch.setattr("labeling.frames.importer.known_hashes", lambda *a: {})
-        outcomes.append(_outcome(import_frame(engine, second, schema)))
+        outcomes.append(_outcome(import_frame(engine, second, schema, workers=workers)))
         with read_session(engine) as s:
             outcomes.append(
                 [tuple(w.record_hash for w in s.scalars(select(Work).order_by(Work.id)))]
             )
         engine.dispose()
-    assert outcomes[0] == outcomes[2] and outcomes[1] == outcomes[3]
+    assert outcomes[0] == outcomes[2] == outcomes[4] and outcomes[1] == outcomes[3] == outcomes[5]
     counts = dict(outcomes[0][0])
     assert (counts["updated"], counts["rejected"], counts["unchanged"]) == (3, 5, 38)
 
@@ -150,4 +151,44 @@ def test_a_plain_file_read_in_blocks_gives_the_lines_of_line_by_line_reading(
     expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
     monkeypatch.setattr(lines, "BLOCK_BYTES", 7)  # lines cross block boundaries
     got = [item for chunk, _ in lines.iter_chunks(path, size=2) for item in chunk]
+    assert got == expected
+
+
+def test_workers_look_the_hashes_up_and_skip_unchanged_lines(
+    schema: Schema, seed_record: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from labeling.frames import importer
+
+    path = write_jsonl(tmp_path / "f.jsonl", _frame(seed_record, 1200))
+    engine = _fresh(tmp_path, "w.db")
+    first = import_frame(engine, path, schema, workers=2)
+    known: list[bool] = []
+    real = importer.write_batch
+
+    def spying(conn: Any, batch: list[Any], counts: Any, fresh: bool = False) -> None:
+        known.extend(p.known for p in batch)
+        real(conn, batch, counts, fresh)
+
+    monkeypatch.setattr(importer, "write_batch", spying)
+    again = import_frame(engine, path, schema, workers=2, batch_size=100)
+    assert len(known) == 1201 and all(known)  # none decoded: each found by its stored hash
+    assert (again.unchanged, again.inserted, again.updated) == (1201, 0, 0)
+    assert [asdict(p) for p in again.problems] == [asdict(p) for p in first.problems]
+    engine.dispose()
+
+
+@pytest.mark.parametrize("block", [1, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"])
+def test_blocks_sent_to_the_workers_hold_the_lines_of_line_by_line_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, ending: bytes
+) -> None:
+    data = b"\n".join([b"", b'{"id": "W1"}', b"", b"x" * 40, b"\xff\xfe", b"last"]) + ending
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(data)
+    expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
+    monkeypatch.setattr(lines, "BLOCK_BYTES", block)
+    got = []
+    for chunk, _ in lines.iter_blocks(path):
+        assert isinstance(chunk, lines.Block)
+        got += chunk.lines()
     assert got == expected

@@ -34,6 +34,28 @@ def test_seen_ids_is_a_set_of_strings(monkeypatch: pytest.MonkeyPatch, ids: list
         assert (work_id in ours) == (work_id in plain)
 
 
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(_ids, max_size=200), st.lists(st.integers(1, 40), min_size=1))
+def test_seen_ids_in_chunks_is_a_set_of_strings(
+    monkeypatch: pytest.MonkeyPatch, ids: list[str], sizes: list[int]
+) -> None:
+    monkeypatch.setattr(seen, "MERGE", 7)
+    ours, plain = SeenIds(), set[str]()
+    start, i = 0, 0
+    while start < len(ids):
+        chunk = ids[start : start + sizes[i % len(sizes)]]
+        expected = []
+        for work_id in chunk:
+            expected.append(work_id not in plain)
+            plain.add(work_id)
+        assert ours.add_many(chunk) == expected, chunk
+        start, i = start + len(chunk), i + 1
+    for work_id in [*ids, "W12", "W012", "W99999999999999999999", "x"]:
+        assert (work_id in ours) == (work_id in plain)
+
+
 def test_a_million_ids_take_little_memory() -> None:
     import tracemalloc
 
