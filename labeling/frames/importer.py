@@ -32,7 +32,9 @@ from db.models import Work
 from labeling.frames.import_runs import describe_error, finish_run, start_run
 from labeling.frames.known import Known, known_hashes
 from labeling.frames.lines import (
-    Block,
+    Chunk as LineChunk,
+)
+from labeling.frames.lines import (
     FrameReadError,
     Parsed,
     init_worker,
@@ -217,7 +219,7 @@ def import_frame(
                 (parse_chunk(chunk, schema, known, encoder), pos) for chunk, pos, known in chunks
             )
         else:  # the workers look the stored hashes up themselves
-            parsed_chunks = _parallel(pool, iter_blocks(path), workers, look_up)
+            parsed_chunks = _parallel(pool, iter_blocks(path, spans=True), workers, look_up)
         _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size, not look_up)
     except (_Stop, FrameReadError) as exc:
         reason, cause = str(exc), exc
@@ -280,7 +282,7 @@ def _with_known(
 
 
 def _parallel(
-    pool: ProcessPoolExecutor, chunks: Iterator[tuple[Block | Chunk, int]], workers: int,
+    pool: ProcessPoolExecutor, chunks: Iterator[tuple[LineChunk, int]], workers: int,
     look_up: bool,
 ) -> Iterator[tuple[list[Parsed], int]]:  # fmt: skip
     """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory)."""

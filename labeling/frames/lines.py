@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,6 +61,17 @@ class Parsed:
     # SQLite, a COPY line on PostgreSQL (which holds the record, so `text` is then None).
     row: Any = None
 
+    def __reduce__(self) -> tuple[type[Parsed], tuple[Any, ...]]:
+        """Pickle as the class and its fields in order, for the way back from a worker.
+
+        A slots dataclass otherwise pickles a dict of its slots: 1M lines took 6.7 s to
+        pickle and 5.0 s to unpickle that way, 3.7 s and 3.7 s this way.
+        """
+        return Parsed, (
+            self.line, self.work_id, self.errors, self.warnings, self.columns, self.text,
+            self.digest, self.binary, self.array, self.known, self.row,
+        )  # fmt: skip
+
 
 def _open(path: Path) -> tuple[IO[bytes], IO[bytes] | gzip.GzipFile]:
     """Open raw and (maybe) decompressed streams; gzip is recognised by its magic bytes."""
@@ -90,7 +102,36 @@ class Block(NamedTuple):
         return list(enumerate(self.data.split(b"\n"), start=self.first))
 
 
-Chunk = list[tuple[int, bytes]] | Block
+class Span(NamedTuple):
+    """Whole lines of a plain frame as a range of the file, read by the worker parsing them.
+
+    The importing process still reads the file to count the lines, but sends each worker
+    only where its lines are: piping the 3 GB of a 1M frame to the workers (pickled, written,
+    read, unpickled) cost more than the workers' own reading of it from the page cache.
+    """
+
+    first: int  # the number of its first line
+    path: str
+    offset: int  # of its first byte in the file
+    length: int  # its bytes, without the newline after its last line
+
+    def lines(self) -> list[tuple[int, bytes]]:
+        """(line number, raw line) of each line, read from the file."""
+        try:
+            with open(self.path, "rb") as f:
+                data = os.pread(f.fileno(), self.length, self.offset)
+        except OSError as exc:
+            where = f"{self.path}: cannot read frame at line {self.first}"
+            raise FrameReadError(f"{where} ({exc.strerror or exc})") from exc
+        if len(data) != self.length:  # the file shrank since the importing process read it
+            raise FrameReadError(
+                f"{self.path}: cannot read frame at line {self.first} (the file changed "
+                "while it was imported)"
+            )
+        return list(enumerate(data.split(b"\n"), start=self.first))
+
+
+Chunk = list[tuple[int, bytes]] | Block | Span
 
 
 def iter_chunks(
@@ -102,15 +143,20 @@ def iter_chunks(
     yielded first, then FrameReadError names the last line read.
     """
     for chunk, pos in iter_blocks(path, size):
-        yield (chunk.lines() if isinstance(chunk, Block) else chunk), pos
+        yield (chunk if isinstance(chunk, list) else chunk.lines()), pos
 
 
-def iter_blocks(path: Path, size: int = CHUNK_LINES) -> Iterator[tuple[Chunk, int]]:
-    """iter_chunks, but a plain file comes as Blocks of about BLOCK_BYTES, not split."""
+def iter_blocks(
+    path: Path, size: int = CHUNK_LINES, *, spans: bool = False
+) -> Iterator[tuple[Chunk, int]]:
+    """iter_chunks, but a plain file comes as Blocks of about BLOCK_BYTES, not split.
+
+    spans: as Spans of the file instead of Blocks (for workers that read it themselves).
+    """
     raw, stream = _open(path)
     if stream is raw:  # plain text: big blocks (a third of the cost of line by line)
         try:
-            yield from _blocks(path, raw)
+            yield from (_spans(path, raw) if spans else _blocks(path, raw))
         finally:
             raw.close()
         return
@@ -150,6 +196,31 @@ def _blocks(path: Path, raw: IO[bytes]) -> Iterator[tuple[Block, int]]:
         if tail:  # the last line, without a newline at the end of the file
             number += 1
             yield Block(number, tail), raw.tell()
+    except OSError as exc:
+        where = f"after line {number}" if number else "at its start"
+        raise FrameReadError(f"{path}: cannot read frame {where} ({exc})") from exc
+
+
+def _spans(path: Path, raw: IO[bytes]) -> Iterator[tuple[Span, int]]:
+    """The whole lines of a plain file as Spans of about BLOCK_BYTES (a line may span reads).
+
+    Each read goes into the same buffer and only its newlines are counted: no bytes are
+    kept or joined (2.3 times faster than _blocks over a 3 GB frame: 1.4 s against 3.1 s).
+    """
+    number, start, pos, name = 0, 0, 0, str(path)  # start: the next span's first byte
+    buf = bytearray(BLOCK_BYTES)
+    try:
+        while n := raw.readinto(buf):  # type: ignore[attr-defined]
+            view = buf if n == len(buf) else buf[:n]
+            cut = view.rfind(b"\n")
+            if cut >= 0:  # lines end in it: they make a span with the start before it
+                first, number = number + 1, number + view.count(b"\n")
+                yield Span(first, name, start, pos + cut - start), pos + n
+                start = pos + cut + 1
+            pos += n
+        if pos > start:  # the last line, without a newline at the end of the file
+            number += 1
+            yield Span(number, name, start, pos - start), pos
     except OSError as exc:
         where = f"after line {number}" if number else "at its start"
         raise FrameReadError(f"{path}: cannot read frame {where} ({exc})") from exc
@@ -251,7 +322,7 @@ def parse_chunk_in_worker(
     """
     global _worker_engine
     assert _worker_schema is not None
-    if isinstance(chunk, Block):
+    if not isinstance(chunk, list):
         chunk = chunk.lines()
     if look_up:
         assert _worker_spec is not None

@@ -179,8 +179,9 @@ def test_workers_look_the_hashes_up_and_skip_unchanged_lines(
 
 @pytest.mark.parametrize("block", [1, 3, 7, 64, 1 << 20])
 @pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n"])
+@pytest.mark.parametrize("spans", [False, True])
 def test_blocks_sent_to_the_workers_hold_the_lines_of_line_by_line_reading(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, ending: bytes
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, ending: bytes, spans: bool
 ) -> None:
     data = b"\n".join([b"", b'{"id": "W1"}', b"", b"x" * 40, b"\xff\xfe", b"last"]) + ending
     path = tmp_path / "f.jsonl"
@@ -188,7 +189,31 @@ def test_blocks_sent_to_the_workers_hold_the_lines_of_line_by_line_reading(
     expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
     monkeypatch.setattr(lines, "BLOCK_BYTES", block)
     got = []
-    for chunk, _ in lines.iter_blocks(path):
-        assert isinstance(chunk, lines.Block)
+    for chunk, _ in lines.iter_blocks(path, spans=spans):
+        assert isinstance(chunk, lines.Span if spans else lines.Block)
         got += chunk.lines()
     assert got == expected
+
+
+def test_a_span_of_a_file_that_shrank_is_a_read_error_naming_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b'{"id": "W1"}\n{"id": "W2"}\n')
+    spans = [chunk for chunk, _ in lines.iter_blocks(path, spans=True)]
+    path.write_bytes(b'{"id": "W1"}')
+    with pytest.raises(
+        lines.FrameReadError, match=r"f\.jsonl: cannot read frame at line 1 \(the file changed"
+    ):
+        spans[0].lines()
+    path.unlink()
+    with pytest.raises(lines.FrameReadError, match=r"at line 1 \(.*No such file"):
+        spans[0].lines()
+
+
+def test_a_parsed_line_comes_back_from_a_worker_with_every_field() -> None:
+    import pickle
+    from dataclasses import fields
+
+    values = {f.name: f"value of {f.name}" for f in fields(lines.Parsed)}
+    parsed = lines.Parsed(**values)  # type: ignore[arg-type]
+    again = pickle.loads(pickle.dumps(parsed))
+    assert {f.name: getattr(again, f.name) for f in fields(lines.Parsed)} == values
