@@ -94,9 +94,8 @@ def _create(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
 # The page size of new SQLite files (existing files keep theirs). A works row is about
 # 4 KB (its record is 3 KB), so with 4 KB pages almost every row spilled onto overflow
 # pages, and a bulk import paid a system call per page: writing the WAL, checkpointing it,
-# each index build reading the table back. With 16 KB pages a row fits, 3-4 to a page: in
-# a 1M-record import (py-spy) the index builds took 44 s instead of 70 s and the commits
-# 27 s instead of 38 s (bench/RESULTS.md, issue 16 third pass).
+# each index build reading the table back. With 16 KB pages a row fits, 3-4 to a page
+# (bench/RESULTS.md, issue 16, third pass: where a 1M import's time goes now).
 SQLITE_PAGE_SIZE = 16384
 
 
