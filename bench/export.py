@@ -31,13 +31,12 @@ import json  # noqa: E402
 import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 
 import orjson  # noqa: E402
-import psutil  # noqa: E402
 from sqlalchemy import Engine, delete, func, insert, select  # noqa: E402
 
+from bench.tree_memory import TreeMemory  # noqa: E402
 from db.bulk import bulk_insert  # noqa: E402
 from db.engine import RawJSON, make_engine, upgrade, write_connection  # noqa: E402
 from db.models import (  # noqa: E402
@@ -181,35 +180,6 @@ def run_one(url: str, fmt: str, out: Path, processes: int | None) -> None:
     print(json.dumps({"format": fmt, "rows": result.row_count, "wall_s": round(wall, 2),
                       "peak_rss_mb": round(rss_mb, 1), "peak_total_pss_mb": sampler.peak_mb,
                       "bytes": out.stat().st_size, "sha256": result.sha256}))  # fmt: skip
-
-
-class TreeMemory(threading.Thread):
-    """Samples the memory of this process and its descendants (the export's workers and
-    their forkserver) every 20 ms: the peak of their summed PSS, which counts the pages
-    the workers share with the forkserver once, unlike a sum of RSS."""
-
-    def __init__(self) -> None:
-        """A daemon thread; peak_mb holds the result after stop()."""
-        super().__init__(daemon=True)
-        self.peak_mb = 0.0
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        """Sample until stopped."""
-        me = psutil.Process()
-        while not self._done.wait(0.02):
-            total = 0
-            for proc in [me, *me.children(recursive=True)]:
-                try:
-                    total += proc.memory_full_info().pss
-                except psutil.Error:  # ended meanwhile
-                    pass
-            self.peak_mb = max(self.peak_mb, round(total / 2**20, 1))
-
-    def stop(self) -> None:
-        """Stop sampling."""
-        self._done.set()
-        self.join()
 
 
 def main() -> None:

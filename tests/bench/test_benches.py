@@ -37,6 +37,7 @@ COVERED = {
     "plan_sim",
     "review_queue",
     "soak",
+    "tree_memory",
 }
 
 
@@ -126,11 +127,34 @@ def test_import_frame(tmp_path: Path) -> None:
                      out, re.M)  # fmt: skip
     ratio = r"\| [\d.]+ \| [\d.]+-[\d.]+ \|$"
     assert re.search(
-        r"\| SQLite \| import \| 300 \| [\d.]+ s \| .* \| 300/0/0/0 " + ratio, out, re.M
+        r"\| SQLite \| import \| 300 \| [\d.]+ s \| [\d,]+/s \| \d+ MB \| \d+ MB \| \d+ MB \| "
+        r"300/0/0/0 " + ratio,
+        out,
+        re.M,
     )
     assert re.search(r"\| SQLite \| re-import \(unchanged\) \| 300 \| .* \| 0/0/300/0 " + ratio,
                      out, re.M)  # fmt: skip
     assert (tmp_path / "frame_300.jsonl").exists() and (tmp_path / "import_bench.db").exists()
+
+
+def test_tree_memory_sums_a_process_and_its_descendants() -> None:
+    """bench/tree_memory.py: a child holding 200 MB under a parent holding 100 MB."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.tree_memory import TreeMemory
+    finally:
+        sys.path.remove(str(ROOT))
+    hold = "import sys, time; b = bytearray({mb} << 20); b[::4096] = b'x' * len(b[::4096]); {then}"
+    child = hold.format(mb=200, then="time.sleep(3)")
+    parent = hold.format(
+        mb=100, then=f"import subprocess; subprocess.run([sys.executable, '-c', {child!r}])"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent])
+    sampler = TreeMemory(proc.pid, interval=0.05)
+    sampler.start()
+    proc.wait(timeout=60)
+    sampler.stop()
+    assert 300 <= sampler.peak_mb < 400, sampler.peak_mb
 
 
 @pytest.mark.slow
