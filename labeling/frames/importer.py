@@ -287,16 +287,19 @@ def _parallel(
 ) -> Iterator[tuple[list[Parsed], int]]:  # fmt: skip
     """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory)."""
     pending: list[tuple[Any, int]] = []
-    try:
-        for chunk, pos in chunks:
-            pending.append((pool.submit(parse_chunk_in_worker, chunk, None, look_up), pos))
-            if len(pending) >= 4 * workers:
-                future, p = pending.pop(0)
+    while True:
+        try:
+            chunk, pos = next(chunks)
+        except StopIteration:
+            break
+        except FrameReadError:  # reading failed: the lines read before it are still imported
+            for future, p in pending:
                 yield future.result(), p
-    except FrameReadError:
-        for future, p in pending:  # the lines read before a read failure are still imported
-            yield future.result(), p
-        raise
+            raise
+        pending.append((pool.submit(parse_chunk_in_worker, chunk, None, look_up), pos))
+        if len(pending) >= 4 * workers:
+            future, p = pending.pop(0)
+            yield future.result(), p  # a worker's own read error (a Span) stops here
     for future, p in pending:
         yield future.result(), p
 

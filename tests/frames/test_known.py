@@ -209,6 +209,35 @@ def test_a_span_of_a_file_that_shrank_is_a_read_error_naming_its_line(tmp_path: 
         spans[0].lines()
 
 
+def test_a_frame_that_shrinks_under_the_workers_fails_naming_the_line(
+    schema: Schema, seed_record: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers read their spans themselves: a file cut short meanwhile stops the import
+    with a message naming the first line they could not read, and what was read stays."""
+    from labeling.frames import importer
+    from labeling.frames.importer import ImportFailed
+
+    monkeypatch.setattr(lines, "BLOCK_BYTES", 64 * 1024)
+    path = write_jsonl(tmp_path / "f.jsonl", _frame(seed_record, 400))
+    data = path.read_bytes()
+    real = importer.iter_blocks
+    cut_at: list[int] = []
+
+    def then_cut(*args: Any, **kwargs: Any) -> Any:
+        spans = list(real(*args, **kwargs))
+        assert len(spans) > 3 and all(isinstance(s, lines.Span) for s, _ in spans)
+        path.write_bytes(data[: spans[2][0].offset + 10])  # the third span is cut short
+        cut_at.append(spans[2][0].first)
+        yield from spans
+
+    monkeypatch.setattr(importer, "iter_blocks", then_cut)
+    engine = _fresh(tmp_path, "cut.db")
+    with pytest.raises(ImportFailed, match=r"the file changed while it was imported") as failed:
+        import_frame(engine, path, schema, workers=2, batch_size=10_000)
+    assert f"cannot read frame at line {cut_at[0]} (" in str(failed.value)
+    engine.dispose()
+
+
 def test_a_parsed_line_comes_back_from_a_worker_with_every_field() -> None:
     import pickle
     from dataclasses import fields
