@@ -13,6 +13,7 @@ there fails them loudly.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +25,23 @@ PROJECT = "labeling"
 COMPONENTS = ("label_form", "adjudicate_form", "session_cookie")
 
 
+# Sessions run their scripts on threads of one server: two opened at once both mount. The
+# manifest registers its components one after another, so without the lock a second session
+# could see the first component declared, skip, and mount one not yet declared (seen: "must
+# be declared in pyproject.toml with asset_dir" when two sessions started together).
+_DECLARING = threading.Lock()
+
+
 def _declare(manager: Any) -> None:
     """Tell a component manager where this package's assets live (once per manager)."""
-    if manager.get_component_asset_root(f"{PROJECT}.{COMPONENTS[0]}") is not None:
-        return
-    manifest = ComponentManifest(
-        name=PROJECT, version="1",
-        components=[ComponentConfig(name=c, asset_dir=ASSETS.name) for c in COMPONENTS],
-    )  # fmt: skip
-    manager.register_from_manifest(manifest, ASSETS.parent)
+    with _DECLARING:
+        if all(manager.get_component_asset_root(f"{PROJECT}.{c}") for c in COMPONENTS):
+            return
+        manifest = ComponentManifest(
+            name=PROJECT, version="1",
+            components=[ComponentConfig(name=c, asset_dir=ASSETS.name) for c in COMPONENTS],
+        )  # fmt: skip
+        manager.register_from_manifest(manifest, ASSETS.parent)
 
 
 def _active_manager() -> Any:
