@@ -31,9 +31,7 @@ from db.indexes import defer_indexes, ensure_work_indexes
 from db.models import Work
 from labeling.frames.import_runs import describe_error, finish_run, start_run
 from labeling.frames.known import Known, known_hashes
-from labeling.frames.lines import (
-    Chunk as LineChunk,
-)
+from labeling.frames.lines import Chunk as LineChunk
 from labeling.frames.lines import (
     FrameReadError,
     Parsed,
