@@ -83,3 +83,35 @@ def test_chart_bytes_svg_and_png() -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
     with pytest.raises(ValueError, match="format must be one of svg, png"):
         charts.chart_bytes(chart, "pdf")
+
+
+@pytest.mark.parametrize(
+    ("step", "periods", "expected"),
+    [
+        ("minute", ["2026-12-03 17:28", "2026-12-03 17:29"], "%H:%M"),
+        ("hour", ["2026-12-03 09:00", "2026-12-03 23:00"], "%H:%M"),
+        ("6 hours", ["2026-12-03 18:00", "2026-12-05 06:00"], "%b %d %H:%M"),
+        ("day", ["2026-12-01", "2026-12-09"], "%Y-%m-%d"),
+        ("week", ["2026-10-05", "2026-12-07"], "%Y-%m-%d"),
+        ("month", ["2026-01-01", "2026-12-01"], "%Y-%m"),
+    ],
+)
+def test_progress_axis_reads_a_24_hour_clock_and_dates_once_days_differ(
+    step: str, periods: list[str], expected: str
+) -> None:
+    from labeling.reports.monitor.summary import BIN_STEPS
+
+    assert step in {s.words for s in BIN_STEPS}
+    cumulative = pd.DataFrame(
+        {
+            "period": pd.to_datetime(periods),
+            "measure": "labelled",
+            "works": [1, 2],
+            "new": [1, 1],
+            "step": step,
+        }
+    )
+    chart = charts.progress_chart(cumulative)
+    assert chart is not None
+    axis = chart.to_dict()["encoding"]["x"]["axis"]
+    assert axis["format"] == expected and "%I" not in axis["format"]

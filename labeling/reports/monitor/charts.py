@@ -28,7 +28,11 @@ def progress_chart(cumulative: pd.DataFrame) -> alt.Chart | None:
         alt.Chart(cumulative)
         .mark_line(point=few, interpolate="step-after")
         .encode(
-            x=alt.X("period:T", title=f"time (UTC, one point per {step})"),
+            x=alt.X(
+                "period:T",
+                title=f"time (UTC, one point per {step})",
+                axis=alt.Axis(format=time_format(cumulative["period"], step), labelOverlap=True),
+            ),
             y=alt.Y("works:Q", title="cumulative count"),
             color=alt.Color(
                 "measure:N", title=None, sort=["labelled", "skipped", "validated", "disputed"]
@@ -42,6 +46,20 @@ def progress_chart(cumulative: pd.DataFrame) -> alt.Chart | None:
         )
         .properties(height=260)
     )
+
+
+def time_format(periods: pd.Series, step: str) -> str:
+    """The progress axis's label format: 24-hour clock times, with the date once days differ.
+
+    Vega-Lite's own labels for times are on a 12-hour clock without am/pm (17:28 reads
+    05:28), under a title that says UTC.
+    """
+    if step in ("day", "week"):
+        return "%Y-%m-%d"
+    if step == "month":
+        return "%Y-%m"
+    days = pd.to_datetime(periods).dt.normalize().nunique()
+    return "%H:%M" if days <= 1 else "%b %d %H:%M"
 
 
 def kappa_matrix(pairs: pd.DataFrame) -> alt.Chart | None:
