@@ -16,6 +16,13 @@ CELL_MAX, CELL_MIN, MATRIX_PX = 56, 11, 560  # kappa matrix: cell sizes and the 
 ROW_PX = 22  # height of one annotator's bar
 TEXT_UP_TO = 12  # write kappa in the cells only while they are this few annotators
 FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
+# One tick per bin of the progress chart (its step's words, labeling.reports.monitor.summary):
+# left to itself, Vega-Lite put a tick every 5 seconds on a minute's span.
+TICKS = {
+    "minute": ("minute", 1), "5 minutes": ("minute", 5), "15 minutes": ("minute", 15),
+    "hour": ("hour", 1), "3 hours": ("hour", 3), "6 hours": ("hour", 6),
+    "day": ("day", 1), "week": ("week", 1), "month": ("month", 1),
+}  # fmt: skip
 
 
 def progress_chart(cumulative: pd.DataFrame) -> alt.Chart | None:
@@ -31,7 +38,11 @@ def progress_chart(cumulative: pd.DataFrame) -> alt.Chart | None:
             x=alt.X(
                 "period:T",
                 title=f"time (UTC, one point per {step})",
-                axis=alt.Axis(format=time_format(cumulative["period"], step), labelOverlap=True),
+                axis=alt.Axis(
+                    format=time_format(cumulative["period"], step),
+                    tickCount=dict(zip(("interval", "step"), TICKS[step], strict=True)),
+                    labelOverlap=True,
+                ),
             ),
             y=alt.Y("works:Q", title="cumulative count"),
             color=alt.Color(
