@@ -16,13 +16,6 @@ CELL_MAX, CELL_MIN, MATRIX_PX = 56, 11, 560  # kappa matrix: cell sizes and the 
 ROW_PX = 22  # height of one annotator's bar
 TEXT_UP_TO = 12  # write kappa in the cells only while they are this few annotators
 FORMATS = {"svg": "image/svg+xml", "png": "image/png"}
-# One tick per bin of the progress chart (its step's words, labeling.reports.monitor.summary):
-# left to itself, Vega-Lite put a tick every 5 seconds on a minute's span.
-TICKS = {
-    "minute": ("minute", 1), "5 minutes": ("minute", 5), "15 minutes": ("minute", 15),
-    "hour": ("hour", 1), "3 hours": ("hour", 3), "6 hours": ("hour", 6),
-    "day": ("day", 1), "week": ("week", 1), "month": ("month", 1),
-}  # fmt: skip
 
 
 def progress_chart(cumulative: pd.DataFrame) -> alt.Chart | None:
@@ -40,7 +33,7 @@ def progress_chart(cumulative: pd.DataFrame) -> alt.Chart | None:
                 title=f"time (UTC, one point per {step})",
                 axis=alt.Axis(
                     format=time_format(cumulative["period"], step),
-                    tickCount=dict(zip(("interval", "step"), TICKS[step], strict=True)),
+                    values=bin_ticks(cumulative["period"]),
                     labelOverlap=True,
                 ),
             ),
@@ -71,6 +64,19 @@ def time_format(periods: pd.Series, step: str) -> str:
         return "%Y-%m"
     days = pd.to_datetime(periods).dt.normalize().nunique()
     return "%H:%M" if days <= 1 else "%b %d %H:%M"
+
+
+def bin_ticks(periods: pd.Series) -> list[alt.DateTime]:
+    """A tick at the start of each bin (at most summary.MAX_BINS; labels that overlap hide).
+
+    Left to itself, Vega-Lite put a tick every 5 seconds on a minute's span; a tick interval
+    of minutes or hours (tickCount) passes its schema but fails in Vega 6 (no such unit).
+    """
+    starts = pd.to_datetime(pd.Series(periods.unique())).sort_values()
+    return [
+        alt.DateTime(year=t.year, month=t.month, date=t.day, hours=t.hour, minutes=t.minute)
+        for t in starts
+    ]
 
 
 def kappa_matrix(pairs: pd.DataFrame) -> alt.Chart | None:
