@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON, ColumnDefault, Connection, DateTime, Table
+from sqlalchemy import JSON, Boolean, ColumnDefault, Connection, DateTime, Float, Integer, Table
 from sqlalchemy.types import TypeDecorator
 
 from db.engine import RawJSON
@@ -124,6 +125,8 @@ class RowEncoder:
         self.defaults: list[Any] = []
         self.json_at: list[int] = []
         self.time_at: list[int] = []
+        # How decode() reads a COPY field back (module-level functions: the encoder pickles).
+        self.parsers: list[Any] = []
         for i, col in enumerate(table.columns):
             impl = col.type.impl if isinstance(col.type, TypeDecorator) else col.type
             default = col.default if isinstance(col.default, ColumnDefault) else None
@@ -132,6 +135,7 @@ class RowEncoder:
             elif isinstance(impl, JSON):
                 self.json_at.append(i)
             self.defaults.append(None if default is None or default.is_callable else default.arg)
+            self.parsers.append(_parser(impl))
 
     def encode(self, rows: list[dict[str, Any]], now: datetime) -> list[Any]:
         """Each row (a dict of column values; JSON columns as objects or RawJSON) encoded."""
@@ -151,14 +155,45 @@ class RowEncoder:
         return out
 
     def value(self, row: Any, key: str) -> Any:
-        """A column's value in an encoded row, as text for a COPY line."""
-        i = self.keys.index(key)
-        if self.dialect != "postgresql":
-            return row[i]
-        field = row.rstrip(b"\n").split(b"\t")[i].decode("utf-8")
-        if field == "\\N":
-            return None
-        return _unescape(field)
+        """One column's value in an encoded row (see decode)."""
+        return self.decode(row, [key])[key]
+
+    def decode(self, row: Any, keys: Sequence[str] | None = None) -> dict[str, Any]:
+        """The values of an encoded row (`keys`, default all but the timestamps), as an UPDATE
+        takes them: JSON columns as their text (RawJSON), numbers and flags typed."""
+        wanted = keys if keys is not None else [
+            k for i, k in enumerate(self.keys) if i not in self.time_at
+        ]  # fmt: skip
+        at = [self.keys.index(k) for k in wanted]
+        if self.dialect == "postgresql":
+            fields = row.rstrip(b"\n").split(b"\t")
+            out = {}
+            for k, i in zip(wanted, at, strict=True):
+                field = fields[i].decode("utf-8")
+                out[k] = None if field == "\\N" else self.parsers[i](_unescape(field))
+            return out
+        json_at = set(self.json_at)
+        return {
+            k: RawJSON(row[i]) if i in json_at and row[i] is not None else row[i]
+            for k, i in zip(wanted, at, strict=True)
+        }
+
+
+def _parser(impl: Any) -> Any:
+    """The function that reads a column's COPY text field back (see _copy_field)."""
+    if isinstance(impl, Boolean):
+        return _flag
+    if isinstance(impl, Integer):
+        return int
+    if isinstance(impl, Float):
+        return float
+    if isinstance(impl, JSON):
+        return RawJSON
+    return str
+
+
+def _flag(text: str) -> bool:
+    return text == "t"
 
 
 def _unescape(field: str) -> str:

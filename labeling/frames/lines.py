@@ -58,7 +58,8 @@ class Parsed:
     array: bool = False  # looks like the start of a JSON array (a frame is JSON Lines)
     known: bool = False  # the line is the stored record (same sha256): not decoded
     # The works row ready to insert, built by the worker (db.bulk.RowEncoder): a tuple on
-    # SQLite, a COPY line on PostgreSQL (which holds the record, so `text` is then None).
+    # SQLite, a COPY line on PostgreSQL. It replaces `columns` (and on PostgreSQL `text`,
+    # as it holds the record): see store.add_rows.
     row: Any = None
 
     def __reduce__(self) -> tuple[type[Parsed], tuple[Any, ...]]:

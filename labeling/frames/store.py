@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from db.bulk import RowEncoder, insert_encoded
-from db.engine import RawJSON
 from db.models import Prediction, Work, utcnow
 
 if TYPE_CHECKING:
@@ -37,38 +36,35 @@ def write_batch(
     """
     decoded = [p for p in batch if not p.known]
     summary.unchanged += len(batch) - len(decoded)
+    encoder = work_encoder(conn.dialect.name)
     if not decoded or (fresh and _insert_all(conn, decoded, summary)):
         return
+    add_rows(decoded, encoder)  # lines parsed without an encoder (in this process)
     # Only checked lines reach the store: each has its id.
     rows = stored_rows(conn, [p.work_id for p in decoded if p.work_id is not None], _STORED)
     existing = {row[0]: _Stored(*row) for row in rows}
     now = utcnow()
-    encoder = work_encoder(conn.dialect.name)
     new_works: list[Any] = []
     stale: list[dict[str, Any]] = []
     for p in decoded:
-        # Only checked lines reach the store: they have an id, columns and their text (or row).
-        assert p.work_id is not None and p.columns is not None
-        assert p.text is not None or p.row is not None
+        # Only checked lines reach the store: they have an id and their row.
+        assert p.work_id is not None and p.row is not None
         old = existing.get(p.work_id)
-        if old is not None and old.record_hash == p.digest:
-            summary.unchanged += 1
-            # Imported under another schema, or before the warnings were kept.
-            if old.machine_hash != p.columns["machine_hash"] or old.import_warnings is None:
-                stale.append({"b_id": p.work_id, "machine": p.columns["machine"],
-                              "machine_hash": p.columns["machine_hash"],
-                              "import_warnings": p.columns["import_warnings"]})  # fmt: skip
-            continue
-        if old is None:  # the row as the worker built it (or as it would have)
-            if p.row is None:
-                add_rows([p], encoder)
+        if old is None:
             new_works.append(p.row)
             continue
-        text = p.text if p.text is not None else encoder.value(p.row, "record")
-        cols = dict(p.columns, record=RawJSON(text), record_hash=p.digest, updated_at=now)
+        if old.record_hash == p.digest:
+            summary.unchanged += 1
+            # Imported under another schema, or before the warnings were kept.
+            machine = encoder.decode(p.row, _MACHINE)
+            if old.machine_hash != machine["machine_hash"] or old.import_warnings is None:
+                stale.append({"b_id": p.work_id, **machine})
+            continue
+        # Machine and bibliographic columns only: status, answers and labels stay as they are.
+        cols = {k: v for k, v in encoder.decode(p.row).items() if k not in KEPT}
+        cols.update(record_hash=p.digest, updated_at=now)
         if old.model_version != cols["model_version"]:
             keep_superseded_prediction(conn, p.work_id, old.model_version, now)
-        # Machine and bibliographic columns only: status, answers and labels stay as they are.
         conn.execute(update(Work).where(Work.id == p.work_id).values(**cols))
         summary.updated += 1
     if new_works:
@@ -102,16 +98,19 @@ def _insert_all(conn: Connection, decoded: list[Parsed], summary: StoredCounts) 
 
 
 def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:
-    """Give each accepted line without one its works row (`now` for its timestamps)."""
+    """Give each accepted line without one its works row (`now` for its timestamps).
+
+    The row replaces the line's columns (and, on PostgreSQL, its text): it holds them all,
+    and a worker sends back each line's row alone (pickling the columns too doubled the
+    cost of the way back). write_batch reads what it needs from the row (RowEncoder.decode).
+    """
     todo = [p for p in parsed if p.columns is not None and p.row is None]
     for p in todo:
         assert p.columns is not None
         p.columns["record"], p.columns["record_hash"] = p.text, p.digest
     rows = encoder.encode([p.columns for p in todo if p.columns is not None], utcnow())
     for p, row in zip(todo, rows, strict=True):
-        assert p.columns is not None
-        del p.columns["record"], p.columns["record_hash"]
-        p.row = row
+        p.row, p.columns = row, None
         if encoder.dialect == "postgresql":
             p.text = None  # in the row; sent once
 
@@ -140,6 +139,10 @@ class _Stored(NamedTuple):
 
 
 _STORED = ("id", "record_hash", "model_version", "machine_hash", "import_warnings")
+# What a line whose record is unchanged may still update (computed under another schema).
+_MACHINE = ("machine", "machine_hash", "import_warnings")
+# The works columns a re-import never overwrites: the human side, and when it first came.
+KEPT = frozenset({"status", "final_answers", "validated_via", "is_gold", "imported_at"})
 
 
 def stored_rows(

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Engine, delete, select
+import pytest
+from sqlalchemy import JSON, Engine, delete, select
 
 from db.bulk import RowEncoder, bulk_insert, insert_encoded
 from db.engine import (
@@ -17,7 +18,7 @@ from db.engine import (
 )
 from db.models import Work
 from labeling.frames.lines import Parsed, parse_chunk
-from labeling.frames.store import add_rows
+from labeling.frames.store import KEPT, add_rows
 from labeling.frames.synth import iter_synthetic_records
 from labeling.schema import Schema
 from tests.conftest import make_record
@@ -86,10 +87,38 @@ def test_parse_chunk_with_an_encoder_keeps_everything_else(
     encoder = RowEncoder(Work.__table__, engine.dialect.name)
     with_rows = parse_chunk(lines, schema, None, encoder)
     for a, b in zip(plain, with_rows, strict=True):
-        assert b.row is not None
+        assert b.row is not None and b.columns is None  # the row replaces the columns
         assert (b.text is None) == (engine.dialect.name == "postgresql")
-        b.row, b.text = None, a.text
+        b.row, b.text, b.columns = None, a.text, a.columns
         assert a == b
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_row_decodes_to_the_columns_and_record_it_was_built_from(
+    dialect: str, schema: Schema, seed_record: dict[str, Any]
+) -> None:
+    """What write_batch reads back from a row for an update (the worker sends no columns)."""
+    lines = _lines(seed_record)
+    plain = parse_chunk(lines, schema)
+    encoder = RowEncoder(Work.__table__, dialect)
+    with_rows = parse_chunk(lines, schema, None, encoder)
+    json_columns = {c.name for c in Work.__table__.columns if isinstance(c.type, JSON)}
+    for a, b in zip(plain, with_rows, strict=True):
+        assert a.columns is not None
+        decoded = encoder.decode(b.row)
+        # Exactly the columns an update wrote before, and the record with its hash.
+        assert set(decoded) - KEPT == {*a.columns, "record", "record_hash"}
+        assert decoded["record"] == a.text and isinstance(decoded["record"], RawJSON)
+        assert decoded["record_hash"] == a.digest
+        for key, value in a.columns.items():
+            got = decoded[key]
+            if key in json_columns and value is not None:
+                assert isinstance(got, RawJSON) and orjson.loads(str(got)) == value, key
+            else:
+                assert got == value and type(got) is type(value), key
+        assert {k: decoded[k] for k in ("machine", "id")} == encoder.decode(
+            b.row, ["machine", "id"]
+        )
 
 
 def test_a_bulk_write_checkpoints_sqlite_less_often_then_restores_the_default(
