@@ -136,6 +136,8 @@ class RowEncoder:
                 self.json_at.append(i)
             self.defaults.append(None if default is None or default.is_callable else default.arg)
             self.parsers.append(_parser(impl))
+        self._at = {k: i for i, k in enumerate(self.keys)}
+        self._untimed = tuple(k for i, k in enumerate(self.keys) if i not in self.time_at)
 
     def encode(self, rows: list[dict[str, Any]], now: datetime) -> list[Any]:
         """Each row (a dict of column values; JSON columns as objects or RawJSON) encoded."""
@@ -162,10 +164,8 @@ class RowEncoder:
     def decode(self, row: Any, keys: Sequence[str] | None = None) -> dict[str, Any]:
         """The values of an encoded row (`keys`, default all but the timestamps), as an UPDATE
         takes them: JSON columns as their text (RawJSON), numbers and flags typed."""
-        wanted = keys if keys is not None else [
-            k for i, k in enumerate(self.keys) if i not in self.time_at
-        ]  # fmt: skip
-        at = [self.keys.index(k) for k in wanted]
+        wanted = self._untimed if keys is None else keys
+        at = [self._at[k] for k in wanted]
         if self.dialect == "postgresql":
             fields = row.rstrip(b"\n").split(b"\t")
             out = {}
@@ -173,9 +173,8 @@ class RowEncoder:
                 field = fields[i].decode("utf-8")
                 out[k] = None if field == "\\N" else self.parsers[i](_unescape(field))
             return out
-        json_at = set(self.json_at)
         return {
-            k: RawJSON(row[i]) if i in json_at and row[i] is not None else row[i]
+            k: RawJSON(row[i]) if i in self.json_at and row[i] is not None else row[i]
             for k, i in zip(wanted, at, strict=True)
         }
 

@@ -37,7 +37,7 @@ def write_batch(
     decoded = [p for p in batch if not p.known]
     summary.unchanged += len(batch) - len(decoded)
     encoder = work_encoder(conn.dialect.name)
-    if not decoded or (fresh and _insert_all(conn, decoded, summary)):
+    if not decoded or (fresh and _insert_all(conn, encoder, decoded, summary)):
         return
     add_rows(decoded, encoder)  # lines parsed without an encoder (in this process)
     # Only checked lines reach the store: each has its id.
@@ -79,12 +79,13 @@ def write_batch(
         )  # fmt: skip
 
 
-def _insert_all(conn: Connection, decoded: list[Parsed], summary: StoredCounts) -> bool:
+def _insert_all(
+    conn: Connection, encoder: RowEncoder, decoded: list[Parsed], summary: StoredCounts
+) -> bool:
     """Insert every line's row in a savepoint, without a lookup (an id is never repeated
     within a file, the writer rejects the repeats). False, with nothing written, when an id
     is stored after all (another writer since the import started): then they are looked up.
     """
-    encoder = work_encoder(conn.dialect.name)
     add_rows(decoded, encoder)
     dbapi = conn.dialect.dbapi
     assert dbapi is not None
