@@ -9,6 +9,7 @@ Only records the typed model accepted come here, so every value has its schema t
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 from typing import Annotated, Any, get_args, get_origin
 
 import numpy as np
@@ -35,13 +36,26 @@ from labeling.schema import Question, Schema
 Warnings = list[list[str]]
 
 
-def _matrix(vectors: list[Any], width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Present vectors as rows of a matrix (absent ones as zeros) and the presence mask."""
-    present = np.fromiter((v is not None for v in vectors), bool, len(vectors))
-    m = np.zeros((len(vectors), width))
-    if present.any():
-        m[present] = np.array([v for v in vectors if v is not None], dtype=float)
-    return m, present
+def _matrix(cols: Columns, path: str, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors at a path as rows of a matrix (absent ones as zeros), and the presence mask.
+
+    Built once per chunk and path (the warnings and the machine columns both read them),
+    from a flat iterator: np.array on a list of lists costs twice as much.
+    """
+    key = f"{path}#matrix"
+    if key not in cols.derived:
+        vectors = cols[path]
+        n = len(vectors)
+        present = np.fromiter((v is not None for v in vectors), bool, n)
+        if present.all():  # the model fixed every vector's length: the reshape is exact
+            m = np.fromiter(chain.from_iterable(vectors), float, n * width).reshape(n, width)
+        else:
+            m = np.zeros((n, width))
+            if present.any():
+                flat = chain.from_iterable(v for v in vectors if v is not None)
+                m[present] = np.fromiter(flat, float).reshape(-1, width)
+        cols.derived[key] = (m, present)
+    return cols.derived[key]
 
 
 def _unit(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +63,12 @@ def _unit(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.array([0.0 if v is None else v for v in values], dtype=float), present
 
 
-def _single(q: Question, scores: dict[str, list[Any]], calls: dict[str, list[Any]],
+def _codes(values: list[Any], codes: dict[Any, int]) -> np.ndarray:
+    """Each value as its number in `codes` (a new value gets the next one), None as -1."""
+    return np.array([-1 if v is None else codes.setdefault(v, len(codes)) for v in values])
+
+
+def _single(q: Question, scores: dict[str, str], calls: dict[str, list[Any]], cols: Columns,
             out: Warnings) -> None:  # fmt: skip
     labels = set(q.labels)
     for name, values in calls.items():
@@ -57,10 +76,10 @@ def _single(q: Question, scores: dict[str, list[Any]], calls: dict[str, list[Any
             if v is not None and v not in labels:
                 out[i].append(f"{q.name}: {name} call {v!r} is not a label of the schema")
     index = {label: i for i, label in enumerate(q.labels)}
-    for teacher, vectors in scores.items():
+    for teacher, path in scores.items():
         if teacher not in calls:
             continue
-        m, present = _matrix(vectors, len(q.labels))
+        m, present = _matrix(cols, path, len(q.labels))
         top = m.argmax(axis=1)  # the first maximum, as list.index(max(...))
         call = np.array([-2 if c is None else index.get(c, -1) for c in calls[teacher]])
         for i in np.flatnonzero(present & (call != -2) & (call != top)).tolist():
@@ -68,30 +87,36 @@ def _single(q: Question, scores: dict[str, list[Any]], calls: dict[str, list[Any
             out[i].append(f"{q.name}: {teacher}'s call {calls[teacher][i]!r} is not the arg-max "
                           f"of its own scores ({q.labels[t]!r} {m[i, t]:.3f})")  # fmt: skip
     candidate, consensus = calls.get("candidate"), calls.get("consensus")
-    if candidate is None and consensus is None:
-        return
     called = [t for t in scores if t in calls]
-    for i in range(len(out)):
-        teacher_calls = [calls[t][i] for t in called
-                         if scores[t][i] is not None and calls[t][i] is not None]  # fmt: skip
-        if not teacher_calls:
-            continue
-        if candidate is not None and candidate[i] is not None and candidate[i] not in teacher_calls:
+    if (candidate is None and consensus is None) or not called:
+        return
+    # A teacher's call counts where it and the teacher's scores are there; calls are compared
+    # by number, every distinct string (a label or not) with its own.
+    codes: dict[Any, int] = {}
+    calls_at = np.stack([np.where(_matrix(cols, scores[t], len(q.labels))[1],
+                                 _codes(calls[t], codes), -1) for t in called], axis=1)  # fmt: skip
+    counted = calls_at >= 0
+    some = counted.any(axis=1)
+    if candidate is not None:
+        c = _codes(candidate, codes)
+        no_one = ~((calls_at == c[:, None]) & counted).any(axis=1)
+        for i in np.flatnonzero(some & (c >= 0) & no_one).tolist():
             out[i].append(f"{q.name}: candidate {candidate[i]!r} is no teacher's call")
-        if consensus is not None and consensus[i] is not None:
-            if any(tc != consensus[i] for tc in teacher_calls):
-                out[i].append(
-                    f"{q.name}: consensus {consensus[i]!r} but the teachers' calls differ"
-                )
+    if consensus is not None:
+        c = _codes(consensus, codes)
+        differ = ((calls_at != c[:, None]) & counted).any(axis=1)
+        for i in np.flatnonzero(some & (c >= 0) & differ).tolist():
+            out[i].append(f"{q.name}: consensus {consensus[i]!r} but the teachers' calls differ")
 
 
-def _masks(q: Question, scores: dict[str, list[Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _masks(q: Question, scores: dict[str, str], cols: Columns,
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """Per record: labels at or above the threshold for any / every present teacher, as bits."""
-    n, width = len(next(iter(scores.values()))), len(q.labels)
+    n, width = len(cols), len(q.labels)
     union, inter = np.zeros((n, width), bool), np.ones((n, width), bool)
     seen = np.zeros(n, bool)
-    for vectors in scores.values():
-        m, present = _matrix(vectors, width)
+    for path in scores.values():
+        m, present = _matrix(cols, path, width)
         above = m >= q.threshold
         union |= above & present[:, None]
         inter &= above | ~present[:, None]
@@ -112,39 +137,54 @@ def _labels_of(q: Question) -> Callable[[int], list[str]]:
     return labels
 
 
-def _multi(q: Question, scores: dict[str, list[Any]], calls: dict[str, list[Any]],
+def _multi(q: Question, scores: dict[str, str], calls: dict[str, list[Any]], cols: Columns,
            out: Warnings) -> None:  # fmt: skip
     if not scores:
         return
-    union, inter, seen = _masks(q, scores)
+    union, inter, seen = _masks(q, scores, cols)
     labels = _labels_of(q)
+    bit = {label: 1 << i for i, label in enumerate(q.labels)}
+    masks: dict[tuple[str, ...], int] = {}  # a call's labels as bits; -1: not only labels
+
+    def mask(call: list[str]) -> int:
+        key = tuple(call)
+        if key not in masks:
+            known = all(c in bit for c in call)
+            masks[key] = sum(bit[c] for c in set(call)) if known else -1
+        return masks[key]
+
     for name, want in (("candidate", union), ("consensus", inter)):
-        for i, got in enumerate(calls.get(name, ())):
-            if got is None or not seen[i]:
-                continue
+        got = calls.get(name)
+        if got is None:
+            continue
+        there = np.fromiter((g is not None for g in got), bool, len(got))
+        bits = np.array([-1 if g is None else mask(g) for g in got], dtype=np.int64)
+        for i in np.flatnonzero(there & seen & (bits != want)).tolist():
             expected = labels(int(want[i]))
-            if set(got) != set(expected):
-                out[i].append(f"{q.name}: {name} {sorted(got)} does not match the scores at "
-                              f"threshold {q.threshold} ({sorted(expected)})")  # fmt: skip
+            out[i].append(f"{q.name}: {name} {sorted(got[i])} does not match the scores at "
+                          f"threshold {q.threshold} ({sorted(expected)})")  # fmt: skip
 
 
-def _binary(q: Question, scores: dict[str, list[Any]], calls: dict[str, list[Any]],
+def _binary(q: Question, scores: dict[str, str], calls: dict[str, list[Any]], cols: Columns,
             out: Warnings) -> None:  # fmt: skip
     if not scores:
         return
     n = len(out)
     any_hit, all_hit, seen = np.zeros(n, bool), np.ones(n, bool), np.zeros(n, bool)
-    for values in scores.values():
-        s, present = _unit(values)
+    for path in scores.values():
+        s, present = _unit(cols[path])
         hit = s >= q.threshold
         any_hit |= hit & present
         all_hit &= hit | ~present
         seen |= present
     for name, says in (("candidate", any_hit), ("consensus", all_hit)):
-        for i, got in enumerate(calls.get(name, ())):
-            if got is not None and seen[i] and got != bool(says[i]):
-                out[i].append(f"{q.name}: {name} is {got} but the scores at threshold "
-                              f"{q.threshold} say {bool(says[i])}")  # fmt: skip
+        got = calls.get(name)
+        if got is None:
+            continue
+        flag = np.array([-1 if g is None else int(g) for g in got])
+        for i in np.flatnonzero((flag >= 0) & seen & (flag != says)).tolist():
+            out[i].append(f"{q.name}: {name} is {got[i]} but the scores at threshold "
+                          f"{q.threshold} say {bool(says[i])}")  # fmt: skip
 
 
 _KINDS = {"single": _single, "multi": _multi, "binary": _binary}
@@ -154,10 +194,10 @@ def batch_warnings(schema: Schema, cols: Columns) -> Warnings:
     """The consistency warnings of each record, in check_record's order."""
     out: Warnings = [[] for _ in range(len(cols))]
     for q in schema.questions:
-        scores = {t: cols[p] for t, p in q.scores.items()}
-        scores = {t: v for t, v in scores.items() if any(x is not None for x in v)}
+        # A teacher none of whose records has scores is left out, as check_record does.
+        scores = {t: p for t, p in q.scores.items() if any(x is not None for x in cols[p])}
         calls = {name: cols[p] for name, p in q.calls.items()}
-        _KINDS[q.kind](q, scores, calls, out)
+        _KINDS[q.kind](q, scores, calls, cols, out)
     for i, status in enumerate(cols["prediction.prediction_status"]):
         if status is not None and status != EXPECTED_PREDICTION_STATUS:
             out[i].append(f"prediction_status is {status!r}, not {EXPECTED_PREDICTION_STATUS!r}")
@@ -169,8 +209,9 @@ def batch_warnings(schema: Schema, cols: Columns) -> Warnings:
     return out
 
 
-def batch_columns(values: Columns) -> list[dict[str, Any]]:
-    """The works columns of each record, as check_record's work_columns makes them."""
+def batch_columns(values: Columns) -> dict[str, list[Any]]:
+    """The works columns of the records, column by column, as check_record's work_columns
+    makes them (the same keys in the same order)."""
     raw_ids = values["id"]
     # The model admits only (https://openalex.org/)W<digits>: its last part is the id.
     cols: dict[str, list[Any]] = {"id": [r.rsplit("/", 1)[-1].upper() for r in raw_ids]}
@@ -184,8 +225,7 @@ def batch_columns(values: Columns) -> list[dict[str, Any]]:
     ]
     for column in ("score_spread", "teacher_disagreement", "threshold_uncertainty"):
         cols[column] = values[COLUMN_SOURCES[column]]
-    names = list(cols)
-    return [dict(zip(names, row, strict=True)) for row in zip(*cols.values(), strict=True)]
+    return cols
 
 
 def batch_machine(schema: Schema, cols: Columns) -> list[str]:
@@ -202,16 +242,16 @@ def batch_machine(schema: Schema, cols: Columns) -> list[str]:
         path = plan.paths[at]
         values = cols[path]
         if q is not None and q.kind == "multi":
-            m, present = _matrix(values, len(q.labels))
+            m, present = _matrix(cols, path, len(q.labels))
             masks = (m >= q.threshold) @ (1 << np.arange(len(q.labels), dtype=np.int64))
             labels = _labels_of(q)
-            columns.append([labels(int(k)) if p else None
-                            for k, p in zip(masks, present, strict=True)])  # fmt: skip
+            pairs = zip(masks.tolist(), present.tolist(), strict=True)
+            columns.append([labels(k) if p else None for k, p in pairs])
         elif q is not None:  # binary: yes / no at the threshold
             s, present = _unit(values)
             hit = s >= q.threshold
-            columns.append([("yes" if h else "no") if p else None
-                            for h, p in zip(hit, present, strict=True)])  # fmt: skip
+            pairs = zip(hit.tolist(), present.tolist(), strict=True)
+            columns.append([("yes" if h else "no") if p else None for h, p in pairs])
         elif _unchanged_by(fn, cols.model.types[path]):
             columns.append(values)
         else:

@@ -360,15 +360,16 @@ def parse_chunk(
     each accepted line also gets its works row, ready to insert.
     """
     with collector.paused():  # thousands of lists of floats and no cycle: no need to scan
-        parsed = _parse_chunk(chunk, schema, known)
-        if encoder is not None:
+        parsed = _parse_chunk(chunk, schema, known, encoder)
+        if encoder is not None:  # the lines the typed path did not take
             add_rows(parsed, encoder)
         return parsed
 
 
 def _parse_chunk(
-    chunk: list[tuple[int, bytes]], schema: Schema, known: Known | None
-) -> list[Parsed]:
+    chunk: list[tuple[int, bytes]], schema: Schema, known: Known | None,
+    encoder: RowEncoder | None,
+) -> list[Parsed]:  # fmt: skip
     out: list[Parsed | None] = []
     todo: list[tuple[int, bytes]] = []  # (line number, stripped line), to decode
     slots: list[int] = []  # where each of them goes in out
@@ -389,10 +390,14 @@ def _parse_chunk(
         slots.append(len(out))
         out.append(None)
         todo.append((number, line))
-    for slot, (number, line), fast in zip(slots, todo, typed_chunk(todo, schema), strict=True):
+    fast_lines = typed_chunk(todo, schema, encoder)
+    text_in_row = encoder is not None and encoder.dialect == "postgresql"  # see add_rows
+    for slot, (number, line), fast in zip(slots, todo, fast_lines, strict=True):
         if fast is not None:
-            work_id, columns, warnings, text, digest = fast
-            out[slot] = Parsed(number, work_id, [], warnings, columns, text, digest)
+            work_id, columns, warnings, text, digest, row = fast
+            if text_in_row:
+                text = None
+            out[slot] = Parsed(number, work_id, [], warnings, columns, text, digest, row=row)
         else:
             out[slot] = _parse_line(number, line, schema, digests.get(number))
     return [p for p in out if p is not None]

@@ -109,6 +109,7 @@ class Columns:
     def __init__(self, model: RecordModel, records: Sequence[Any]) -> None:
         self.model = model
         self.cache: dict[str, list[Any]] = {"": list(records)}
+        self.derived: dict[str, Any] = {}  # what the checks build from columns, built once
 
     def __len__(self) -> int:
         return len(self.cache[""])

@@ -9,11 +9,14 @@ which words why.
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from typing import Any
 
 import msgspec
 import orjson
 
+from db.bulk import RowEncoder
+from db.models import utcnow
 from labeling.frames.batch_checks import batch_columns, batch_machine, batch_warnings
 from labeling.frames.machine_columns import machine_hash
 from labeling.frames.record_model import NUL_ESCAPE, record_model
@@ -33,8 +36,17 @@ def _may_overflow(line: bytes) -> bool:
     return _EXPONENT in digits or _LONG_INTEGER in digits
 
 
-def typed_chunk(lines: list[tuple[int, bytes]], schema: Schema) -> list[Any]:
-    """For each stripped line: (work id, columns, warnings, text, digest), or None (check it)."""
+def typed_chunk(
+    lines: list[tuple[int, bytes]],
+    schema: Schema,
+    encoder: RowEncoder | None = None,
+    now: datetime | None = None,
+) -> list[Any]:
+    """For each stripped line: (work id, columns, warnings, text, digest, row), or None.
+
+    None: the line takes check_record. With an encoder, an accepted line comes with its
+    works row (stamped `now`, default the current time) and no columns dict.
+    """
     model = record_model(schema)
     if model is None:
         return [None] * len(lines)
@@ -56,15 +68,23 @@ def typed_chunk(lines: list[tuple[int, bytes]], schema: Schema) -> list[Any]:
         texts.append(text)
     if not records:
         return out
+    n = len(records)
     values = model.columns(records)
     columns = batch_columns(values)
     warnings = batch_warnings(schema, values)
-    machine = batch_machine(schema, values)
-    plan_hash = machine_hash(schema)
-    for j, i in enumerate(where):
-        cols = columns[j]
-        cols["machine"], cols["machine_hash"] = machine[j], plan_hash
-        cols["import_warnings"] = orjson.dumps(warnings[j]).decode()
-        digest = hashlib.sha256(lines[i][1]).hexdigest()
-        out[i] = (cols["id"], cols, warnings[j], texts[j], digest)
+    columns["machine"] = batch_machine(schema, values)
+    columns["machine_hash"] = [machine_hash(schema)] * n
+    columns["import_warnings"] = [orjson.dumps(w).decode() for w in warnings]
+    digests = [hashlib.sha256(lines[i][1]).hexdigest() for i in where]
+    ids = columns["id"]
+    if encoder is not None:
+        columns["record"], columns["record_hash"] = texts, digests
+        rows = encoder.encode_columns(columns, n, now or utcnow())
+        for j, i in enumerate(where):
+            out[i] = (ids[j], None, warnings[j], texts[j], digests[j], rows[j])
+        return out
+    names = list(columns)
+    for j, (i, row) in enumerate(zip(where, zip(*columns.values(), strict=True), strict=True)):
+        out[i] = (ids[j], dict(zip(names, row, strict=True)), warnings[j], texts[j], digests[j],
+                  None)  # fmt: skip
     return out

@@ -23,6 +23,9 @@ from labeling.schema import Schema, get_path
 DAMAGE: list[tuple[str, Any]] = [
     ("prediction.genre_codex", "no_such_label"),
     ("prediction.genre_codex", None),
+    ("prediction.genre_candidate", "no_such_label"),  # two strings that are no label: the
+    ("prediction.genre_gemma", "another_non_label"),  # calls are compared as strings
+    ("prediction.domain_consensus", "no_such_label"),
     ("prediction.genre_candidate", "empirical"),
     ("prediction.genre_consensus", "methods"),
     ("prediction.study_design_candidate", None),
@@ -125,7 +128,8 @@ def test_the_typed_path_gives_what_check_record_gives(schema: Schema, seed_recor
         if result is None:
             continue  # the detailed path words it
         assert not slow.errors, (line, slow.errors)
-        work_id, columns, warnings, text, digest = result
+        work_id, columns, warnings, text, digest, row = result
+        assert row is None  # no encoder: the columns
         assert (work_id, warnings, text, digest) == (slow.work_id, slow.warnings, slow.text,
                                                      slow.digest)  # fmt: skip
         assert slow.columns is not None and list(columns) == list(slow.columns)
@@ -145,7 +149,7 @@ def test_parse_chunk_is_unchanged_by_the_fast_path(
     """The whole chunk, with and without the typed path: the same Parsed lines."""
     chunk = list(enumerate([b"", *_frame(seed_record), b"  "], start=1))
     with_fast = parse_chunk(chunk, schema)
-    monkeypatch.setattr(lines, "typed_chunk", lambda todo, schema: [None] * len(todo))
+    monkeypatch.setattr(lines, "typed_chunk", lambda todo, schema, encoder: [None] * len(todo))
     assert with_fast == parse_chunk(chunk, schema)
 
 

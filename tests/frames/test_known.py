@@ -25,9 +25,9 @@ def _decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = lines.typed_chunk
 
-    def counting(todo: list[tuple[int, bytes]], schema: Schema) -> Any:
+    def counting(todo: list[tuple[int, bytes]], schema: Schema, encoder: Any = None) -> Any:
         seen.extend(str(line_id(number, line)) for number, line in todo)
-        return real(todo, schema)
+        return real(todo, schema, encoder)
 
     monkeypatch.setattr(lines, "typed_chunk", counting)
     return seen

@@ -17,6 +17,7 @@ from db.engine import (
     write_connection,
 )
 from db.models import Work
+from labeling.frames import store, typed
 from labeling.frames.lines import Parsed, parse_chunk
 from labeling.frames.store import KEPT, add_rows
 from labeling.frames.synth import iter_synthetic_records
@@ -91,6 +92,23 @@ def test_parse_chunk_with_an_encoder_keeps_everything_else(
         assert (b.text is None) == (engine.dialect.name == "postgresql")
         b.row, b.text, b.columns = None, a.text, a.columns
         assert a == b
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_the_typed_path_builds_the_rows_add_rows_builds(
+    dialect: str, schema: Schema, seed_record: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows built column by column in typed_chunk equal rows built from each line's columns."""
+    monkeypatch.setattr(typed, "utcnow", lambda: NOW)
+    monkeypatch.setattr(store, "utcnow", lambda: NOW)
+    lines = _lines(seed_record)
+    encoder = RowEncoder(Work.__table__, dialect)
+    by_columns = parse_chunk(lines, schema)
+    assert all(p.columns is not None for p in by_columns)  # every line took the typed path
+    add_rows(by_columns, encoder)
+    with_rows = parse_chunk(lines, schema, None, encoder)
+    assert [p.row for p in with_rows] == [p.row for p in by_columns]
+    assert with_rows == by_columns
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
