@@ -210,8 +210,10 @@ def batch_warnings(schema: Schema, cols: Columns) -> Warnings:
 
 
 def batch_columns(values: Columns) -> dict[str, list[Any]]:
-    """The works columns of the records, column by column, as check_record's work_columns
-    makes them (the same keys in the same order)."""
+    """The works columns of the records, column by column (lists in check_record's key order).
+
+    Each record's values are the ones check_record's work_columns gives it.
+    """
     raw_ids = values["id"]
     # The model admits only (https://openalex.org/)W<digits>: its last part is the id.
     cols: dict[str, list[Any]] = {"id": [r.rsplit("/", 1)[-1].upper() for r in raw_ids]}

@@ -18,7 +18,7 @@ import codecs
 import re
 
 import orjson
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from labeling.frames.checks import normalize_work_id
 from labeling.frames.store import stored_rows
@@ -43,8 +43,15 @@ def line_id(number: int, line: bytes) -> str | None:
         return None
 
 
-def known_hashes(engine: Engine, chunk: list[tuple[int, bytes]], plan_hash: str) -> Known:
-    """The stored hash and warnings of every line of a chunk whose id is stored (one query)."""
+def known_hashes(
+    source: Engine | Connection, chunk: list[tuple[int, bytes]], plan_hash: str
+) -> Known:
+    """The stored hash and warnings of every line of a chunk whose id is stored (one query).
+
+    source: an engine (a pooled connection for this query), or a connection in autocommit
+    mode that the caller keeps for its chunks (a parsing worker: checking a pooled connection
+    out and back in, with its ping and rollback, cost as much as the query).
+    """
     ids: dict[str, int] = {}
     for number, line in chunk:
         work_id = line_id(number, line)
@@ -53,8 +60,11 @@ def known_hashes(engine: Engine, chunk: list[tuple[int, bytes]], plan_hash: str)
     if not ids:
         return {}
     columns = ("id", "record_hash", "machine_hash", "import_warnings")
-    with engine.connect() as conn:  # a short read transaction: it holds no snapshot open
-        rows = stored_rows(conn, list(ids), columns)
+    if isinstance(source, Connection):  # autocommit: no transaction, no snapshot held
+        rows = stored_rows(source, list(ids), columns)
+    else:
+        with source.connect() as conn:  # a short read transaction: it holds no snapshot open
+            rows = stored_rows(conn, list(ids), columns)
     known: Known = {}
     for work_id, record_hash, stored_plan, warnings in rows:
         if stored_plan == plan_hash and warnings is not None:

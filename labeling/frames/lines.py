@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 import orjson
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from db.bulk import RowEncoder
 from db.engine import EngineSpec
@@ -302,14 +302,16 @@ _worker_schema: Schema | None = None
 _worker_encoder: RowEncoder | None = None
 _worker_spec: EngineSpec | None = None
 _worker_engine: Engine | None = None
+_worker_conn: Connection | None = None  # autocommit, for the stored-hash lookups
 
 
 def init_worker(
     schema: Schema, encoder: RowEncoder | None = None, spec: EngineSpec | None = None
 ) -> None:
     """Give a worker process the schema, row encoder and database once (pool initializer)."""
-    global _worker_schema, _worker_encoder, _worker_spec, _worker_engine
-    _worker_schema, _worker_encoder, _worker_spec, _worker_engine = schema, encoder, spec, None
+    global _worker_schema, _worker_encoder, _worker_spec, _worker_engine, _worker_conn
+    _worker_schema, _worker_encoder, _worker_spec = schema, encoder, spec
+    _worker_engine = _worker_conn = None
 
 
 def parse_chunk_in_worker(
@@ -321,16 +323,18 @@ def parse_chunk_in_worker(
     its own engine), so that the lookups of an unchanged re-import run in the workers, in
     parallel, rather than in the importing process.
     """
-    global _worker_engine
+    global _worker_engine, _worker_conn
     assert _worker_schema is not None
     if not isinstance(chunk, list):
         chunk = chunk.lines()
     if look_up:
         assert _worker_spec is not None
-        if _worker_engine is None:
+        if _worker_conn is None:
             _worker_engine = _worker_spec.build()
             atexit.register(_worker_engine.dispose)  # close its connections as the worker ends
-        known = known_hashes(_worker_engine, chunk, _plan_for(_worker_schema)[1])
+            _worker_conn = _worker_engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            atexit.register(_worker_conn.close)  # registered last: runs before the dispose
+        known = known_hashes(_worker_conn, chunk, _plan_for(_worker_schema)[1])
     return parse_chunk(chunk, _worker_schema, known, _worker_encoder)
 
 
