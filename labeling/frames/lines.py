@@ -320,7 +320,7 @@ def parse_chunk_in_worker(
     """parse_chunk with the worker's schema and row encoder.
 
     look_up: the worker reads the stored hashes of the chunk's ids itself (known_hashes, on
-    its own engine), so that the lookups of an unchanged re-import run in the workers, in
+    a connection of its own), so that the lookups of an unchanged re-import run in the workers, in
     parallel, rather than in the importing process.
     """
     global _worker_engine, _worker_conn
