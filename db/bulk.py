@@ -177,19 +177,10 @@ class RowEncoder:
             lists.append(col)
         if self.dialect != "postgresql":
             return list(zip(*lists, strict=True))
-        width = len(lists)
-        out: list[Any] = []
-        for j, fields in enumerate(zip(*map(_copy_column, lists), strict=True)):
-            line = "\t".join(fields)
-            if line.count("\t") != width - 1:  # a tab inside a value: field by field
-                out.append(_copy_line([col[j] for col in lists]))
-                continue
-            if "\n" in line:
-                line = line.replace("\n", "\\n")
-            if "\r" in line:
-                line = line.replace("\r", "\\r")
-            out.append((line + "\n").encode("utf-8"))
-        return out
+        return [
+            _joined_line(fields) or _field_by_field_line([col[j] for col in lists])
+            for j, fields in enumerate(zip(*map(_copy_column, lists), strict=True))
+        ]
 
     def value(self, row: Any, key: str) -> Any:
         """One column's value in an encoded row (see decode)."""
@@ -281,16 +272,23 @@ def _copy_line(values: list[Any]) -> bytes:
     went from 16.8 to 12.5 us). A tab inside a value cannot be told from a separator after
     the join: such a row is written field by field.
     """
-    fields = _copy_column(values)
+    return _joined_line(_copy_column(values)) or _field_by_field_line(values)
+
+
+def _joined_line(fields: Sequence[str]) -> bytes | None:
+    """Fields from _copy_column as one COPY line, or None if a value holds a tab."""
     line = "\t".join(fields)
     if line.count("\t") != len(fields) - 1:
-        line = "\t".join([_copy_field(v) for v in values])
-    else:  # newlines are never separators: escaped on the whole line
-        if "\n" in line:
-            line = line.replace("\n", "\\n")
-        if "\r" in line:
-            line = line.replace("\r", "\\r")
+        return None
+    if "\n" in line:  # newlines are never separators: escaped on the whole line
+        line = line.replace("\n", "\\n")
+    if "\r" in line:
+        line = line.replace("\r", "\\r")
     return (line + "\n").encode("utf-8")
+
+
+def _field_by_field_line(values: Sequence[Any]) -> bytes:
+    return ("\t".join([_copy_field(v) for v in values]) + "\n").encode("utf-8")
 
 
 def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> None:
