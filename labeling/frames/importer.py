@@ -5,7 +5,8 @@ the columns the queue orders and filters on. When a newer frame brings a new
 `model_version`, the superseded prediction moves to `predictions`, so history is kept.
 Parsing and checking run in worker processes for large files (JSON parsing of the score
 vectors is the bound), which also build each new row ready to write; the main process only
-writes.
+writes, each batch in a thread of its own while it takes the next batch's lines
+(labeling/frames/batch_writer.py).
 
 An import that fails part-way (the file cannot be read to its end, it is not a frame, the
 database refuses) keeps the batches it committed and says how far it got: at a million rows
@@ -29,6 +30,7 @@ from tqdm import tqdm
 from db.engine import engine_spec, write_connection
 from db.indexes import defer_indexes, ensure_work_indexes
 from db.models import Work
+from labeling.frames.batch_writer import BatchWriter
 from labeling.frames.import_runs import describe_error, finish_run, start_run
 from labeling.frames.known import Known, known_hashes
 from labeling.frames.lines import Chunk as LineChunk
@@ -348,9 +350,18 @@ class _Writer:
         self.binary: list[Parsed] = []  # the current run of lines that are not text
         self.any_line = self.any_text = False
         self.pending = StoredCounts()  # written in the strict transaction, not yet committed
+        # Outside --strict, each batch commits on its own, written while the next one fills.
+        self.writer = None if conn is not None else BatchWriter(engine, fresh, summary.add)
 
     def write(self, parsed_chunks: Iterator[tuple[list[Parsed], int]], bar: tqdm) -> None:
-        """Write every parsed line, then the last batch."""
+        """Write every parsed line, then the last batch; return once all are committed."""
+        try:
+            self._write(parsed_chunks, bar)
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+
+    def _write(self, parsed_chunks: Iterator[tuple[list[Parsed], int]], bar: tqdm) -> None:
         last_pos = 0
         try:
             for parsed, pos in parsed_chunks:
@@ -422,11 +433,9 @@ class _Writer:
             self._flush()
 
     def _flush(self) -> None:
-        if self.conn is not None:
-            write_batch(self.conn, self.batch, self.pending, self.fresh)
+        batch, self.batch = self.batch, []
+        if self.writer is not None:
+            self.writer.submit(batch)  # counted once committed: the counts match the database
         else:
-            counts = StoredCounts()
-            with write_connection(self.engine, bulk=True) as own:
-                write_batch(own, self.batch, counts, self.fresh)
-            self.summary.add(counts)  # only once committed: the counts match the database
-        self.batch.clear()
+            assert self.conn is not None
+            write_batch(self.conn, batch, self.pending, self.fresh)

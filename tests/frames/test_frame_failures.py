@@ -178,6 +178,26 @@ def test_database_error_is_one_line_recorded_and_resumable(
     engine.dispose()
 
 
+def test_no_batch_after_a_refused_one_is_written(db_url: str, seed_record: dict,
+                                                tmp_path: Path) -> None:  # fmt: skip
+    # Batches are written in a thread while the next one fills (BatchWriter): the batch
+    # of W21-W30 fails while W31-W40 are taken, and nothing from W31 on may be stored.
+    engine = make_engine(db_url)
+    cli(db_url, "init")
+    _refuse_inserts(engine, "works", "NEW.id = 'W25'")
+    path = write_jsonl(tmp_path / "f.jsonl", frame(seed_record, 80))
+    result = cli(db_url, "import-frame", str(path), "--batch-size", "10")
+    assert result.exit_code == 2
+    [line] = errors(result)
+    assert "refused by the test trigger" in line
+    read, stored, inserted = map(int, PROGRESS.search(line).groups())
+    assert (stored, inserted) == (20, 20) and 30 <= read <= 40
+    with read_session(engine) as s:
+        assert set(s.scalars(select(Work.id))) == {f"W{i}" for i in range(1, 21)}
+    assert last_run(engine).summary["inserted"] == 20
+    engine.dispose()
+
+
 def _truncated_gzip(tmp_path: Path, records: list[dict]) -> tuple[Path, Path]:
     whole = tmp_path / "frame.jsonl.gz"
     whole.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))

@@ -1,0 +1,72 @@
+"""Committing an import's batches in file order while the next batch fills."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Engine
+
+from db.engine import write_connection
+from labeling.frames.store import StoredCounts, write_batch
+
+if TYPE_CHECKING:
+    from labeling.frames.lines import Parsed
+
+
+class BatchWriter:
+    """Writes batches one at a time, each in its own transaction, in a thread of its own.
+
+    While one batch is written (COPY or executemany, then the commit), the importing
+    process takes the next batch's lines: the database works while Python does, where
+    before each waited for the other (a PostgreSQL server sat idle while the lines were
+    taken, and the lines waited for the COPY). At most one batch is in flight, so batches
+    commit in file order, memory holds one batch more, and a failed batch stops the
+    import at the next submit or at close: no batch after a failed one is written.
+    An in-memory SQLite database, which is private to the connection of one thread, is
+    written in the caller's thread.
+    """
+
+    def __init__(
+        self, engine: Engine, fresh: bool, committed: Callable[[StoredCounts], None]
+    ) -> None:
+        self.engine, self.fresh, self.committed = engine, fresh, committed
+        threaded = not _private_to_a_thread(engine)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="import-writer") if threaded else None
+        self._inflight: Future[StoredCounts] | None = None
+
+    def submit(self, batch: list[Parsed]) -> None:
+        """Write a batch once the one before it has committed (its failure raises here)."""
+        self.wait()
+        if self._pool is None:
+            self.committed(self._commit(batch))
+        else:
+            self._inflight = self._pool.submit(self._commit, batch)
+
+    def wait(self) -> None:
+        """Wait for the batch in flight; count it only once committed, or raise its error."""
+        if self._inflight is not None:
+            future, self._inflight = self._inflight, None
+            self.committed(future.result())
+
+    def close(self) -> None:
+        """Wait for the last batch, then end the thread (also when waiting raises)."""
+        try:
+            self.wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+
+    def _commit(self, batch: list[Parsed]) -> StoredCounts:
+        counts = StoredCounts()
+        with write_connection(self.engine, bulk=True) as conn:
+            write_batch(conn, batch, counts, self.fresh)
+        return counts
+
+
+def _private_to_a_thread(engine: Engine) -> bool:
+    """Whether the engine is an in-memory SQLite database (each thread would get its own)."""
+    database = engine.url.database
+    memory = not database or database == ":memory:" or "mode=memory" in database
+    return engine.dialect.name == "sqlite" and memory
