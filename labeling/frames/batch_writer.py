@@ -46,9 +46,19 @@ class BatchWriter:
 
     def wait(self) -> None:
         """Wait for the batch in flight; count it only once committed, or raise its error."""
-        if self._inflight is not None:
-            future, self._inflight = self._inflight, None
-            self.committed(future.result())
+        future = self._inflight
+        if future is None:
+            return
+        try:
+            counts = future.result()
+        except BaseException:
+            # Its own failure is raised once; an interrupt (Ctrl-C) while it is written
+            # leaves it in flight, so that close() still waits for it and counts it.
+            if future.done():
+                self._inflight = None
+            raise
+        self._inflight = None
+        self.committed(counts)
 
     def close(self) -> None:
         """Wait for the last batch, then end the thread (also when waiting raises)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,11 @@ def _fake_write(events: list[tuple[str, Any]], hold: threading.Event, fail: Any 
     return write
 
 
+def _batch(*marks: int) -> list[Any]:
+    """A stand-in batch: the fake write_batch reads only its first item and its length."""
+    return list(marks)
+
+
 def test_a_batch_is_written_while_the_next_fills(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -42,11 +49,11 @@ def test_a_batch_is_written_while_the_next_fills(
     monkeypatch.setattr(batch_writer, "write_batch", _fake_write(events, hold))
     committed: list[StoredCounts] = []
     writer = BatchWriter(engine, True, committed.append)
-    writer.submit([1, 1])  # returns before batch 1 is written
+    writer.submit(_batch(1, 1))  # returns before batch 1 is written
     events.append(("filling", 2))
     assert committed == []  # not counted before its commit
     hold.set()
-    writer.submit([2, 2, 2])  # waits for batch 1: one batch in flight, file order kept
+    writer.submit(_batch(2, 2, 2))  # waits for batch 1: one batch in flight, file order kept
     assert [c.inserted for c in committed] == [2]
     writer.close()
     assert [c.inserted for c in committed] == [2, 3]
@@ -62,10 +69,10 @@ def test_a_failed_batch_raises_at_the_next_submit_and_stops_the_writes(
     monkeypatch.setattr(batch_writer, "write_batch", _fake_write(events, hold, fail=2))
     committed: list[StoredCounts] = []
     writer = BatchWriter(engine, True, committed.append)
-    writer.submit([1])
-    writer.submit([2])
+    writer.submit(_batch(1))
+    writer.submit(_batch(2))
     with pytest.raises(RuntimeError, match="batch 2 refused"):
-        writer.submit([3])
+        writer.submit(_batch(3))
     writer.close()
     assert [c.inserted for c in committed] == [1]  # batch 2 never committed
     assert ("start", 3) not in events
@@ -78,7 +85,7 @@ def test_close_raises_the_last_batchs_failure(
     hold.set()
     monkeypatch.setattr(batch_writer, "write_batch", _fake_write([], hold, fail=2))
     writer = BatchWriter(engine, True, lambda counts: None)
-    writer.submit([2])
+    writer.submit(_batch(2))
     with pytest.raises(RuntimeError, match="batch 2 refused"):
         writer.close()
 
@@ -97,3 +104,31 @@ def test_an_in_memory_database_is_written_in_the_callers_thread(
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 30
     engine.dispose()
+
+
+def test_an_interrupt_while_waiting_leaves_the_batch_to_close(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C while a batch is written: close() (in the importer's finally) still waits for
+    # its commit and counts it, so the counts match the database.
+    events: list[tuple[str, Any]] = []
+    hold = threading.Event()
+    monkeypatch.setattr(batch_writer, "write_batch", _fake_write(events, hold))
+    committed: list[StoredCounts] = []
+    writer = BatchWriter(engine, True, committed.append)
+    writer.submit(_batch(1, 1))
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        with pytest.raises(KeyboardInterrupt):
+            writer.wait()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert committed == []
+    hold.set()
+    writer.close()
+    assert [c.inserted for c in committed] == [2]
