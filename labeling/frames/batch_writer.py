@@ -78,5 +78,5 @@ class BatchWriter:
 def _private_to_a_thread(engine: Engine) -> bool:
     """Whether the engine is an in-memory SQLite database (each thread would get its own)."""
     database = engine.url.database
-    memory = not database or database == ":memory:" or "mode=memory" in database
+    memory = not database or ":memory:" in database or "mode=memory" in database
     return engine.dialect.name == "sqlite" and memory

@@ -90,12 +90,13 @@ def test_close_raises_the_last_batchs_failure(
         writer.close()
 
 
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
 def test_an_in_memory_database_is_written_in_the_callers_thread(
-    schema: Schema, seed_record: dict, tmp_path: Path
+    url: str, schema: Schema, seed_record: dict, tmp_path: Path
 ) -> None:
-    # Each thread's connection to sqlite:// is a database of its own: a writer thread
-    # would find no tables there.
-    engine = make_engine("sqlite://")
+    # Each thread's connection to an in-memory database is a database of its own: a writer
+    # thread would find no tables there.
+    engine = make_engine(url)
     upgrade(engine)
     records = [make_record(seed_record, f"W{i}") for i in range(1, 31)]
     path = write_jsonl(tmp_path / "f.jsonl", records)

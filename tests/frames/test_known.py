@@ -157,19 +157,19 @@ def test_a_plain_file_read_in_blocks_gives_the_lines_of_line_by_line_reading(
 def test_workers_look_the_hashes_up_and_skip_unchanged_lines(
     schema: Schema, seed_record: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from labeling.frames import importer
+    from labeling.frames import batch_writer
 
     path = write_jsonl(tmp_path / "f.jsonl", _frame(seed_record, 1200))
     engine = _fresh(tmp_path, "w.db")
     first = import_frame(engine, path, schema, workers=2)
     known: list[bool] = []
-    real = importer.write_batch
+    real = batch_writer.write_batch
 
     def spying(conn: Any, batch: list[Any], counts: Any, fresh: bool = False) -> None:
         known.extend(p.known for p in batch)
         real(conn, batch, counts, fresh)
 
-    monkeypatch.setattr(importer, "write_batch", spying)
+    monkeypatch.setattr(batch_writer, "write_batch", spying)
     again = import_frame(engine, path, schema, workers=2, batch_size=100)
     assert len(known) == 1201 and all(known)  # none decoded: each found by its stored hash
     assert (again.unchanged, again.inserted, again.updated) == (1201, 0, 0)
