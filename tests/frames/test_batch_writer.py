@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,28 @@ def _fake_write(events: list[tuple[str, Any]], hold: threading.Event, fail: Any 
     return write
 
 
+@dataclass
+class _Rig:
+    """A BatchWriter over the fake write_batch, with what it recorded."""
+
+    writer: BatchWriter
+    committed: list[StoredCounts]
+    events: list[tuple[str, Any]]
+    hold: threading.Event
+
+
+def _rig(engine: Engine, monkeypatch: pytest.MonkeyPatch, *, held: bool = True,
+         fail: Any = None) -> _Rig:  # fmt: skip
+    """held: batch 1 is written only once `hold` is set."""
+    events: list[tuple[str, Any]] = []
+    hold = threading.Event()
+    if not held:
+        hold.set()
+    monkeypatch.setattr(batch_writer, "write_batch", _fake_write(events, hold, fail))
+    committed: list[StoredCounts] = []
+    return _Rig(BatchWriter(engine, True, committed.append), committed, events, hold)
+
+
 def _batch(*marks: int) -> list[Any]:
     """A stand-in batch: the fake write_batch reads only its first item and its length."""
     return list(marks)
@@ -44,50 +67,64 @@ def _batch(*marks: int) -> list[Any]:
 def test_a_batch_is_written_while_the_next_fills(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    events: list[tuple[str, Any]] = []
-    hold = threading.Event()
-    monkeypatch.setattr(batch_writer, "write_batch", _fake_write(events, hold))
-    committed: list[StoredCounts] = []
-    writer = BatchWriter(engine, True, committed.append)
-    writer.submit(_batch(1, 1))  # returns before batch 1 is written
-    events.append(("filling", 2))
-    assert committed == []  # not counted before its commit
-    hold.set()
-    writer.submit(_batch(2, 2, 2))  # waits for batch 1: one batch in flight, file order kept
-    assert [c.inserted for c in committed] == [2]
-    writer.close()
-    assert [c.inserted for c in committed] == [2, 3]
-    assert events.index(("filling", 2)) < events.index(("end", 1)) < events.index(("start", 2))
+    rig = _rig(engine, monkeypatch)
+    rig.writer.submit(_batch(1, 1))  # returns before batch 1 is written
+    rig.events.append(("filling", 2))
+    assert rig.committed == []  # not counted before its commit
+    rig.hold.set()
+    rig.writer.submit(_batch(2, 2, 2))  # waits for batch 1: one batch in flight, in order
+    assert [c.inserted for c in rig.committed] == [2]
+    rig.writer.close()
+    assert [c.inserted for c in rig.committed] == [2, 3]
+    order = [rig.events.index(e) for e in (("filling", 2), ("end", 1), ("start", 2))]
+    assert order == sorted(order)
 
 
 def test_a_failed_batch_raises_at_the_next_submit_and_stops_the_writes(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    events: list[tuple[str, Any]] = []
-    hold = threading.Event()
-    hold.set()
-    monkeypatch.setattr(batch_writer, "write_batch", _fake_write(events, hold, fail=2))
-    committed: list[StoredCounts] = []
-    writer = BatchWriter(engine, True, committed.append)
-    writer.submit(_batch(1))
-    writer.submit(_batch(2))
+    rig = _rig(engine, monkeypatch, held=False, fail=2)
+    rig.writer.submit(_batch(1))
+    rig.writer.submit(_batch(2))
     with pytest.raises(RuntimeError, match="batch 2 refused"):
-        writer.submit(_batch(3))
-    writer.close()
-    assert [c.inserted for c in committed] == [1]  # batch 2 never committed
-    assert ("start", 3) not in events
+        rig.writer.submit(_batch(3))
+    rig.writer.close()
+    assert [c.inserted for c in rig.committed] == [1]  # batch 2 never committed
+    assert ("start", 3) not in rig.events
 
 
 def test_close_raises_the_last_batchs_failure(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    hold = threading.Event()
-    hold.set()
-    monkeypatch.setattr(batch_writer, "write_batch", _fake_write([], hold, fail=2))
-    writer = BatchWriter(engine, True, lambda counts: None)
-    writer.submit(_batch(2))
+    rig = _rig(engine, monkeypatch, held=False, fail=2)
+    rig.writer.submit(_batch(2))
     with pytest.raises(RuntimeError, match="batch 2 refused"):
-        writer.close()
+        rig.writer.close()
+    assert rig.committed == []
+
+
+def test_an_interrupt_while_waiting_leaves_the_batch_to_close(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C while a batch is written: close() (in the importer's finally) still waits for
+    # its commit and counts it, so the counts match the database.
+    rig = _rig(engine, monkeypatch)
+    rig.writer.submit(_batch(1, 1))
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    try:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        with pytest.raises(KeyboardInterrupt):
+            rig.writer.wait()
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert rig.committed == []
+    rig.hold.set()
+    rig.writer.close()
+    assert [c.inserted for c in rig.committed] == [2]
 
 
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
@@ -105,31 +142,3 @@ def test_an_in_memory_database_is_written_in_the_callers_thread(
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 30
     engine.dispose()
-
-
-def test_an_interrupt_while_waiting_leaves_the_batch_to_close(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Ctrl-C while a batch is written: close() (in the importer's finally) still waits for
-    # its commit and counts it, so the counts match the database.
-    events: list[tuple[str, Any]] = []
-    hold = threading.Event()
-    monkeypatch.setattr(batch_writer, "write_batch", _fake_write(events, hold))
-    committed: list[StoredCounts] = []
-    writer = BatchWriter(engine, True, committed.append)
-    writer.submit(_batch(1, 1))
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGUSR1, interrupt)
-    try:
-        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1)).start()
-        with pytest.raises(KeyboardInterrupt):
-            writer.wait()
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
-    assert committed == []
-    hold.set()
-    writer.close()
-    assert [c.inserted for c in committed] == [2]
