@@ -9,6 +9,7 @@ which words why.
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import datetime
 from typing import Any
 
@@ -26,14 +27,16 @@ from labeling.schema import Schema
 # find every number literal too large for a double: orjson refuses those, msgspec skips
 # them in fields the model ignores. A title like "1e100" only sends its line the slow way.
 _NUMBERS = bytes.maketrans(b"123456789E", b"000000000e")
-_EXPONENT = b"e000"  # an exponent of three digits or more
+# An exponent of three digits or more. A compiled search for the literal: `b"e000" in` took
+# 3.1 us a line, as the needle's last byte (a digit, mapped to 0) is everywhere; this 1.7 us.
+_EXPONENT = re.compile(rb"e000").search
 _LONG_INTEGER = b"0" * 200  # 1e308 needs 209 digits before the point with a 2-digit exponent
 
 
 def _may_overflow(line: bytes) -> bool:
     """Whether a line may hold a number literal beyond the range of a double."""
     digits = line.translate(_NUMBERS, b"+")
-    return _EXPONENT in digits or _LONG_INTEGER in digits
+    return _EXPONENT(digits) is not None or _LONG_INTEGER in digits
 
 
 def typed_chunk(
