@@ -151,16 +151,23 @@ def _allow_inserts(engine: Engine, table: str) -> None:
         conn.execute(text(f"DROP TRIGGER refuse{on}"))
 
 
-def test_database_error_is_one_line_recorded_and_resumable(
-    db_url: str, seed_record: dict, tmp_path: Path
-) -> None:
+def _import_refusing_w25(db_url: str, seed_record: dict, tmp_path: Path,
+                         n: int) -> tuple[Engine, Path, str]:  # fmt: skip
+    """Import W1..Wn in batches of 10 while the database refuses W25: exit 2, one error line."""
     engine = make_engine(db_url)
     cli(db_url, "init")
     _refuse_inserts(engine, "works", "NEW.id = 'W25'")
-    path = write_jsonl(tmp_path / "f.jsonl", frame(seed_record, 30))
+    path = write_jsonl(tmp_path / "f.jsonl", frame(seed_record, n))
     result = cli(db_url, "import-frame", str(path), "--batch-size", "10")
     assert result.exit_code == 2
     [line] = errors(result)
+    return engine, path, line
+
+
+def test_database_error_is_one_line_recorded_and_resumable(
+    db_url: str, seed_record: dict, tmp_path: Path
+) -> None:
+    engine, path, line = _import_refusing_w25(db_url, seed_record, tmp_path, 30)
     assert "database error" in line and "refused by the test trigger" in line
     assert "before the failure 30 lines read, 20 stored (20 inserted, 0 updated, 0 unchanged), " \
            "0 rejected; the stored works stay; re-running the repaired file continues " \
@@ -182,13 +189,7 @@ def test_no_batch_after_a_refused_one_is_written(db_url: str, seed_record: dict,
                                                 tmp_path: Path) -> None:  # fmt: skip
     # Batches are written in a thread while the next one fills (BatchWriter): the batch
     # of W21-W30 fails while W31-W40 are taken, and nothing from W31 on may be stored.
-    engine = make_engine(db_url)
-    cli(db_url, "init")
-    _refuse_inserts(engine, "works", "NEW.id = 'W25'")
-    path = write_jsonl(tmp_path / "f.jsonl", frame(seed_record, 80))
-    result = cli(db_url, "import-frame", str(path), "--batch-size", "10")
-    assert result.exit_code == 2
-    [line] = errors(result)
+    engine, _, line = _import_refusing_w25(db_url, seed_record, tmp_path, 80)
     assert "refused by the test trigger" in line
     read, stored, inserted = map(int, PROGRESS.search(line).groups())
     assert (stored, inserted) == (20, 20) and 30 <= read <= 40
