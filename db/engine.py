@@ -127,6 +127,14 @@ def is_sqlite(engine: Engine) -> bool:
     return engine.dialect.name == "sqlite"
 
 
+def is_memory_sqlite(engine: Engine) -> bool:
+    """True when the engine is an in-memory SQLite database, which is private to the
+    connection (and so to the thread) that opened it."""
+    database = engine.url.database
+    memory = not database or ":memory:" in database or "mode=memory" in database
+    return is_sqlite(engine) and memory
+
+
 _lock_files = threading.local()
 if hasattr(os, "register_at_fork"):  # a forked child must not share its parent's lock file
     os.register_at_fork(after_in_child=lambda: _lock_files.__dict__.clear())

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
-from db.engine import write_connection
+from db.engine import is_memory_sqlite, write_connection
 from labeling.frames.store import StoredCounts, write_batch
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class BatchWriter:
         self, engine: Engine, fresh: bool, committed: Callable[[StoredCounts], None]
     ) -> None:
         self.engine, self.fresh, self.committed = engine, fresh, committed
-        threaded = not _private_to_a_thread(engine)
+        threaded = not is_memory_sqlite(engine)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="import-writer") if threaded else None
         self._inflight: Future[StoredCounts] | None = None
 
@@ -73,10 +73,3 @@ class BatchWriter:
         with write_connection(self.engine, bulk=True) as conn:
             write_batch(conn, batch, counts, self.fresh)
         return counts
-
-
-def _private_to_a_thread(engine: Engine) -> bool:
-    """Whether the engine is an in-memory SQLite database (each thread would get its own)."""
-    database = engine.url.database
-    memory = not database or ":memory:" in database or "mode=memory" in database
-    return engine.dialect.name == "sqlite" and memory
