@@ -12,6 +12,11 @@ shared between them counted once), sampled every 0.1 s in this process; the per-
 peaks (ru_maxrss) are printed too, and their sum is an upper bound, as the importing
 process peaks while it rebuilds the indexes, after its workers have ended.
 
+The CPU time of each run is printed as the importing process / its parsing workers / the
+rest of the machine (mostly the PostgreSQL server; SQLite runs inside the importing process)
+/ idle, in seconds over the child's life: on a machine whose wall clock drifts, CPU time is
+the steadier figure, and idle time says whether the run was bound by CPU at all.
+
 The floor is measured in the same run: the same file read and decoded in one child process
 with no database, each record decoded into the typed model (msgspec Structs) and dropped;
 each import is then given as a multiple of it (issue 16: under 3.5, aim 1.5).
@@ -27,6 +32,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -51,10 +59,11 @@ schema = load_schema(DEFAULT_SCHEMA)
 t0 = time.perf_counter()
 s = import_frame(engine, path, schema, progress=False)
 wall = time.perf_counter() - t0
+me, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({
     "wall_s": wall, "summary": s.as_dict(),
-    "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-    "worker_maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    "maxrss_mb": me.ru_maxrss / 1024, "worker_maxrss_mb": workers.ru_maxrss / 1024,
+    "cpu_self_s": me.ru_utime + me.ru_stime, "cpu_workers_s": workers.ru_utime + workers.ru_stime,
 }))
 """
 
@@ -114,11 +123,23 @@ def _child(code: str, *args: str) -> dict:
 
 
 def run_import(url: str, path: Path) -> dict:
-    """Import in a fresh child process and return its JSON figures (and the load around it)."""
-    before = os.getloadavg()[0]
+    """Import in a fresh child process and return its JSON figures, the load around it and
+    the machine's CPU time over the child's life (cpu_rest_s: what the child and its workers
+    did not use, the PostgreSQL server's share among it; idle_s: no process ran)."""
+    before, cpu = os.getloadavg()[0], psutil.cpu_times()
     figures = _child(CHILD, url, str(path))
+    after = psutil.cpu_times()
     figures["load"] = (before, os.getloadavg()[0])
+    idle = (after.idle + after.iowait) - (cpu.idle + cpu.iowait)
+    busy = _busy(after) - _busy(cpu)
+    figures["cpu_rest_s"] = max(0.0, busy - figures["cpu_self_s"] - figures["cpu_workers_s"])
+    figures["idle_s"] = idle
     return figures
+
+
+def _busy(t: Any) -> float:
+    """Seconds the machine's CPUs ran anything (Linux counts guest time inside user time)."""
+    return float(t.user + t.nice + t.system + t.irq + t.softirq)
 
 
 def measure_floor(path: Path) -> float:
@@ -163,6 +184,8 @@ def report(engine: str, n: int, first: dict, again: dict, floor: float) -> str:
             f"{r['maxrss_mb']:.0f} MB | {r['worker_maxrss_mb']:.0f} MB | "
             f"{r['tree_pss_mb']:.0f} MB | "
             f"{s['inserted']}/{s['updated']}/{s['unchanged']}/{s['rejected']} | "
+            f"{r['cpu_self_s']:.0f} / {r['cpu_workers_s']:.0f} / {r['cpu_rest_s']:.0f} / "
+            f"{r['idle_s']:.0f} s | "
             f"{r['wall_s'] / floor:.2f} | {r['load'][0]:.1f}-{r['load'][1]:.1f} |"
         )
     text = "\n".join(rows)
@@ -188,8 +211,9 @@ def main() -> None:
     path = ensure_frame(args.n, args.out)
     floor = measure_floor(path)
     print("| engine | run | records | wall | rate | peak RSS main | peak RSS worker | "
-          "peak PSS all | ins/upd/unch/rej | import / floor | load |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "peak PSS all | ins/upd/unch/rej | CPU import / workers / rest / idle | "
+          "import / floor | load |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     if not args.skip_sqlite:
         url = fresh_sqlite(args.out / "import_bench.db")
         report("SQLite", args.n, run_import(url, path), run_import(url, path), floor)
