@@ -124,17 +124,24 @@ def _child(code: str, *args: str) -> dict:
 
 def run_import(url: str, path: Path) -> dict:
     """Import in a fresh child process and return its JSON figures, the load around it and
-    the machine's CPU time over the child's life (cpu_rest_s: what the child and its workers
-    did not use, the PostgreSQL server's share among it; idle_s: no process ran)."""
-    before, cpu = os.getloadavg()[0], psutil.cpu_times()
+    the machine's CPU time over the child's life (cpu_rest_s: what neither the child, its
+    workers nor this process's memory sampler used, the PostgreSQL server's share among it;
+    idle_s: no process ran)."""
+    before, cpu, mine = os.getloadavg()[0], psutil.cpu_times(), _own_cpu()
     figures = _child(CHILD, url, str(path))
-    after = psutil.cpu_times()
+    after, mine = psutil.cpu_times(), _own_cpu() - mine
     figures["load"] = (before, os.getloadavg()[0])
     idle = (after.idle + after.iowait) - (cpu.idle + cpu.iowait)
-    busy = _busy(after) - _busy(cpu)
+    busy = _busy(after) - _busy(cpu) - mine
     figures["cpu_rest_s"] = max(0.0, busy - figures["cpu_self_s"] - figures["cpu_workers_s"])
     figures["idle_s"] = idle
     return figures
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this process so far (its memory sampler's among them)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime
 
 
 def _busy(t: Any) -> float:
