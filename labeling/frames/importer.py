@@ -342,7 +342,7 @@ class _Writer:
     def __init__(self, engine: Engine, conn: Connection | None, summary: ImportSummary,
                  reporter: _Reporter, strict: bool, batch_size: int,
                  fresh: bool) -> None:  # fmt: skip
-        self.engine, self.conn, self.summary, self.reporter = engine, conn, summary, reporter
+        self.conn, self.summary, self.reporter = conn, summary, reporter
         self.strict, self.batch_size, self.fresh = strict, batch_size, fresh
         self.seen = SeenIds()
         self.first: Iterator[bool] = iter(())  # see write()
