@@ -185,7 +185,8 @@ def write_connection(engine: Engine, *, bulk: bool = False) -> Iterator[Connecti
     400 MB, see BULK_WAL_AUTOCHECKPOINT; then the default again): a frame import writes
     gigabytes in 15 MB batches, and a checkpoint (copy into the file, fsync) after each
     batch cost more than the inserts. Durability is unchanged (synchronous=NORMAL: a
-    checkpoint is not a commit).
+    checkpoint is not a commit). A frame import also copies the WAL in a thread of its own
+    as it goes (db/wal.py), so that this bound is mostly not reached.
     """
     sqlite = is_sqlite(engine)
     conn_opts = {"sqlite_immediate": True} if sqlite else {}

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
-from db.engine import is_memory_sqlite, write_connection
+from db.engine import is_memory_sqlite, is_sqlite, write_connection
+from db.wal import WalCheckpointer
 from labeling.frames.store import StoredCounts, write_batch
 
 if TYPE_CHECKING:
@@ -25,7 +26,8 @@ class BatchWriter:
     commit in file order, memory holds one batch more, and a failed batch stops the
     import at the next submit or at close: no batch after a failed one is written.
     An in-memory SQLite database, which is private to the connection of one thread, is
-    written in the caller's thread.
+    written in the caller's thread. On a SQLite file, a WalCheckpointer copies the WAL into
+    the file beside the writer (db/wal.py).
     """
 
     def __init__(
@@ -35,6 +37,7 @@ class BatchWriter:
         threaded = not is_memory_sqlite(engine)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="import-writer") if threaded else None
         self._inflight: Future[StoredCounts] | None = None
+        self.checkpointer = WalCheckpointer(engine) if threaded and is_sqlite(engine) else None
 
     def submit(self, batch: list[Parsed]) -> None:
         """Write a batch once the one before it has committed (its failure raises here)."""
@@ -67,9 +70,13 @@ class BatchWriter:
         finally:
             if self._pool is not None:
                 self._pool.shutdown()
+            if self.checkpointer is not None:
+                self.checkpointer.close()
 
     def _commit(self, batch: list[Parsed]) -> StoredCounts:
         counts = StoredCounts()
         with write_connection(self.engine, bulk=True) as conn:
             write_batch(conn, batch, counts, self.fresh)
+        if self.checkpointer is not None:
+            self.checkpointer.committed()
         return counts
