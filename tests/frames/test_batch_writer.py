@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -142,3 +143,23 @@ def test_an_in_memory_database_is_written_in_the_callers_thread(
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 30
     engine.dispose()
+
+
+def test_the_cycle_collector_is_paused_while_an_import_takes_its_batches(
+    sqlite_engine: Engine, schema: Schema, seed_record: dict, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    enabled: list[bool] = []
+    write = batch_writer.write_batch
+
+    def spy(conn: Any, batch: list[Any], counts: StoredCounts, fresh: bool) -> None:
+        enabled.append(gc.isenabled())  # one switch for the whole process, every thread
+        write(conn, batch, counts, fresh)
+
+    monkeypatch.setattr(batch_writer, "write_batch", spy)
+    records = [make_record(seed_record, f"W{i}") for i in range(1, 31)]
+    path = write_jsonl(tmp_path / "f.jsonl", records)
+    assert gc.isenabled()
+    assert import_frame(sqlite_engine, path, schema, batch_size=10, progress=False).inserted == 30
+    assert enabled == [False, False, False]
+    assert gc.isenabled()  # resumed once the import has taken its last batch
