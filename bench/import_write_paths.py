@@ -12,10 +12,10 @@ writes), commit included, --repeat times each, and prints the median:
 - SQLite: `executemany` of the pre-built tuples (what the import does); ADBC
   (adbc-driver-sqlite) `adbc_ingest` of an Arrow table into a staging table, then one
   `INSERT INTO works SELECT ...`; ADBC `adbc_ingest` straight into works.
-- PostgreSQL (--pg): `COPY ... FROM STDIN` of the pre-built text lines (what the import
-  does); psycopg's `write_row` of tuples (the import before); ADBC (adbc-driver-postgresql,
-  binary COPY from Arrow) into a staging table, then one `INSERT INTO works SELECT ...`; ADBC
-  straight into works.
+- PostgreSQL (--pg): `COPY ... FROM STDIN (FORMAT BINARY)` of the pre-built binary rows
+  (what the import does); psycopg's `write_row` of tuples (the import before); ADBC
+  (adbc-driver-postgresql, binary COPY from Arrow) into a staging table, then one
+  `INSERT INTO works SELECT ...`; ADBC straight into works.
 
 Building the Arrow table from the rows is timed apart (a worker would build it). Only
 SQLAlchemy-free driver calls are timed.
@@ -68,12 +68,10 @@ def arrow_table(rows: list[tuple[Any, ...]], keys: tuple[str, ...]) -> pa.Table:
     return pa.table({k: pa.array(list(c)) for k, c in zip(keys, columns, strict=True)})
 
 
-def copy_rows(lines: list[bytes]) -> list[tuple[Any, ...]]:
-    """The PostgreSQL COPY lines back as tuples of text (None for NULL), for Arrow / write_row."""
-    return [
-        tuple(None if f == "\\N" else f for f in line.decode().rstrip("\n").split("\t"))
-        for line in lines
-    ]
+def copy_rows(rows: list[bytes], encoder: RowEncoder) -> list[tuple[Any, ...]]:
+    """The PostgreSQL binary rows back as tuples of values (None for NULL), for Arrow and
+    write_row."""
+    return [tuple(encoder.decode(row, encoder.keys).values()) for row in rows]
 
 
 def timed(repeat: int, setup: Callable[[], Any], run: Callable[[Any], None]) -> list[float]:
@@ -141,17 +139,17 @@ def sqlite_paths(frame: Path, n: int, repeat: int, out: Path) -> None:
 
 
 def pg_paths(frame: Path, n: int, repeat: int, url: str) -> None:
-    """COPY of pre-built lines, write_row and ADBC on PostgreSQL."""
+    """COPY of pre-built binary rows, write_row and ADBC on PostgreSQL."""
     import adbc_driver_postgresql.dbapi as adbc_pg
     from sqlalchemy import text
     from sqlalchemy.engine import make_url
 
     lines = rows_of(frame, n, "postgresql")
     encoder = RowEncoder(Work.__table__, "postgresql")
-    tuples = copy_rows(lines)
+    tuples = copy_rows(lines, encoder)
     t0 = time.perf_counter()
     names = encoder.keys
-    table = pa.table({k: pa.array(list(c), pa.string())
+    table = pa.table({k: pa.array([None if v is None else str(v) for v in c], pa.string())
                       for k, c in zip(names, zip(*tuples, strict=True), strict=True)})  # fmt: skip
     print(f"(Arrow table of {n:,} rows built in {time.perf_counter() - t0:.2f} s)")
     cols = ", ".join(f'"{k}"' for k in names)
@@ -193,7 +191,7 @@ def pg_paths(frame: Path, n: int, repeat: int, url: str) -> None:
 
     print("| PostgreSQL write path | median (runs) | rows/s | load |")
     print("|---|---|---|---|")
-    show("COPY of pre-built text lines", timed(repeat, fresh, copy_lines), n)
+    show("COPY of pre-built binary rows", timed(repeat, fresh, copy_lines), n)
     show("COPY, psycopg write_row per tuple", timed(repeat, fresh, write_row), n)
     show("ADBC ingest (binary COPY) -> staging, INSERT ... SELECT",
          timed(repeat, fresh, adbc(True)), n)  # fmt: skip

@@ -8,9 +8,10 @@ from operator import itemgetter
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON, Boolean, ColumnDefault, Connection, DateTime, Float, Integer, Table
+from sqlalchemy import JSON, ColumnDefault, Connection, DateTime, Table
 from sqlalchemy.types import TypeDecorator
 
+from db.copy_binary import SIGNATURE, TRAILER, column_kind, read_row, rows_from_columns
 from db.engine import RawJSON
 
 
@@ -105,28 +106,24 @@ def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> N
         cur.close()
 
 
-# PostgreSQL's COPY text format: a backslash and the three separators are escaped.
-_COPY_ESCAPES = (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"))
-_COPY_UNESCAPES = {"\\\\": "\\", "\\t": "\t", "\\n": "\n", "\\r": "\r"}
-
-
 class RowEncoder:
     """Builds a table's rows ready to write, so the writing process does no per-value work.
 
     A row is every column of the table in table order, encoded as bulk_insert encodes it: a
-    tuple for SQLite's `executemany`, one line of PostgreSQL's COPY text format (bytes) for
-    `COPY ... FROM STDIN`. Columns a row's dict lacks take their Python-side default (the
-    `now` given for timestamps), or NULL. Picklable: built once per worker process.
+    tuple for SQLite's `executemany`, one row of PostgreSQL's binary COPY format (bytes,
+    db/copy_binary.py) for `COPY ... FROM STDIN (FORMAT BINARY)`. Columns a row's dict lacks
+    take their Python-side default (the `now` given for timestamps), or NULL. Picklable:
+    built once per worker process.
     """
 
     def __init__(self, table: Table, dialect: str) -> None:
         self.table_name, self.dialect = table.name, dialect
         self.keys = tuple(c.name for c in table.columns)
+        # A text value may be given as its UTF-8 bytes (a frame line, sent without a decode).
+        self.takes_bytes = dialect == "postgresql"
         self.defaults: list[Any] = []
         self.json_at: list[int] = []
         self.time_at: list[int] = []
-        # How decode() reads a COPY field back (module-level functions: the encoder pickles).
-        self.parsers: list[Any] = []
         for i, col in enumerate(table.columns):
             impl = col.type.impl if isinstance(col.type, TypeDecorator) else col.type
             default = col.default if isinstance(col.default, ColumnDefault) else None
@@ -135,15 +132,18 @@ class RowEncoder:
             elif isinstance(impl, JSON):
                 self.json_at.append(i)
             self.defaults.append(None if default is None or default.is_callable else default.arg)
-            self.parsers.append(_parser(impl))
+        self.kinds = [column_kind(c) for c in table.columns] if self.takes_bytes else []
         self._at = {k: i for i, k in enumerate(self.keys)}
         self._untimed = tuple(k for i, k in enumerate(self.keys) if i not in self.time_at)
 
     def encode(self, rows: list[dict[str, Any]], now: datetime) -> list[Any]:
         """Each row (a dict of column values; JSON columns as objects or RawJSON) encoded."""
-        # Every row of a call has the same stamps: formatted once (isoformat was 2.6 us a row).
-        stamp = _sqlite_time(now) if self.dialect == "sqlite" else _copy_field(now)
         pairs = list(zip(self.keys, self.defaults, strict=True))
+        if self.dialect == "postgresql":
+            columns = {k: [row.get(k, d) for row in rows] for k, d in pairs}
+            return self._binary_rows(columns, len(rows), now)
+        # Every row of a call has the same stamps: formatted once (isoformat was 2.6 us a row).
+        stamp = _sqlite_time(now)
         out: list[Any] = []
         for row in rows:
             values = [row.get(k, d) for k, d in pairs]
@@ -154,7 +154,7 @@ class RowEncoder:
             for i in self.time_at:
                 if values[i] is None:
                     values[i] = stamp
-            out.append(tuple(values) if self.dialect != "postgresql" else _copy_line(values))
+            out.append(tuple(values))
         return out
 
     def encode_columns(self, columns: dict[str, list[Any]], n: int, now: datetime) -> list[Any]:
@@ -163,7 +163,9 @@ class RowEncoder:
         A chunk's columns are lists already (labeling/frames/batch_checks.py): building a dict
         per row only for encode() to take it apart again cost a third of a row's encoding.
         """
-        stamp = _sqlite_time(now) if self.dialect == "sqlite" else _copy_field(now)
+        if self.dialect == "postgresql":
+            return self._binary_rows(columns, n, now)
+        stamp = _sqlite_time(now)
         lists: list[list[Any]] = []
         for i, (key, default) in enumerate(zip(self.keys, self.defaults, strict=True)):
             col = columns.get(key)
@@ -175,12 +177,24 @@ class RowEncoder:
             elif i in self.time_at:
                 col = [stamp if v is None else v for v in col]
             lists.append(col)
-        if self.dialect != "postgresql":
-            return list(zip(*lists, strict=True))
-        return [
-            _joined_line(fields) or _field_by_field_line([col[j] for col in lists])
-            for j, fields in enumerate(zip(*map(_copy_column, lists), strict=True))
-        ]
+        return list(zip(*lists, strict=True))
+
+    def _binary_rows(self, columns: dict[str, list[Any]], n: int, now: datetime) -> list[bytes]:
+        if n == 0:
+            return []
+        lists: list[Sequence[Any]] = []
+        for i, (key, default) in enumerate(zip(self.keys, self.defaults, strict=True)):
+            col = columns.get(key)
+            if col is None:  # the same value in every row: encoded once
+                lists.append((now if i in self.time_at and default is None else default,))
+            elif i in self.json_at:  # orjson's bytes are the text's UTF-8: taken as they are
+                lists.append([v if v is None or isinstance(v, str | bytes) else orjson.dumps(v)
+                              for v in col])  # fmt: skip
+            elif i in self.time_at:
+                lists.append([now if v is None else v for v in col])
+            else:
+                lists.append(col)
+        return rows_from_columns(self.kinds, lists, n)
 
     def value(self, row: Any, key: str) -> Any:
         """One column's value in an encoded row (see decode)."""
@@ -192,103 +206,21 @@ class RowEncoder:
         wanted = self._untimed if keys is None else keys
         at = [self._at[k] for k in wanted]
         if self.dialect == "postgresql":
-            fields = row.rstrip(b"\n").split(b"\t")
-            out = {}
+            fields = read_row(row)
+            out: dict[str, Any] = {}
             for k, i in zip(wanted, at, strict=True):
-                field = fields[i].decode("utf-8")
-                out[k] = None if field == "\\N" else self.parsers[i](_unescape(field))
+                field = fields[i]
+                if field is None:
+                    out[k] = None
+                elif i in self.json_at:
+                    out[k] = RawJSON(field.decode("utf-8"))
+                else:
+                    out[k] = self.kinds[i].read(field)
             return out
         return {
             k: RawJSON(row[i]) if i in self.json_at and row[i] is not None else row[i]
             for k, i in zip(wanted, at, strict=True)
         }
-
-
-def _parser(impl: Any) -> Any:
-    """The function that reads a column's COPY text field back (see _copy_field)."""
-    if isinstance(impl, Boolean):
-        return _flag
-    if isinstance(impl, Integer):
-        return int
-    if isinstance(impl, Float):
-        return float
-    if isinstance(impl, JSON):
-        return RawJSON
-    return str
-
-
-def _flag(text: str) -> bool:
-    return text == "t"
-
-
-def _unescape(field: str) -> str:
-    if "\\" not in field:
-        return field
-    out, i = [], 0
-    while i < len(field):
-        pair = field[i : i + 2]
-        if pair in _COPY_UNESCAPES:
-            out.append(_COPY_UNESCAPES[pair])
-            i += 2
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
-
-
-def _copy_field(value: Any) -> str:
-    if value is None:
-        return "\\N"
-    if value is True:
-        return "t"
-    if value is False:
-        return "f"
-    if isinstance(value, str):
-        for char, escaped in _COPY_ESCAPES:
-            if char in value:
-                value = value.replace(char, escaped)
-        return value
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return str(value)
-
-
-def _copy_column(values: list[Any]) -> list[str]:
-    """A column's values as _copy_line writes them before the join (newlines not escaped)."""
-    return [
-        (v.replace("\\", "\\\\") if "\\" in v else v) if type(v) is str
-        else "\\N" if v is None else repr(v) if type(v) is float else _copy_field(v)
-        for v in values
-    ]  # fmt: skip
-
-
-def _copy_line(values: list[Any]) -> bytes:
-    """One row in COPY's text format, as _copy_field would write each value.
-
-    Most values are plain strings without a backslash, or NULL: they are taken as they are
-    and the line is escaped once (with the stamps formatted once, encoding a 4 KB works row
-    went from 16.8 to 12.5 us). A tab inside a value cannot be told from a separator after
-    the join: such a row is written field by field.
-    """
-    return _joined_line(_copy_column(values)) or _field_by_field_line(values)
-
-
-def _joined_line(fields: Sequence[str]) -> bytes | None:
-    """Fields from _copy_column as one COPY line, or None if a value holds a tab."""
-    if "\t" in "".join(fields):  # a one-byte search (memchr): 0.28 us a line, counting 1.08
-        return None
-    line = "\t".join(fields)
-    if "\n" in line:  # newlines are never separators: escaped on the whole line
-        line = line.replace("\n", "\\n")
-    if "\r" in line:
-        line = line.replace("\r", "\\r")
-    return (line + "\n").encode("utf-8")
-
-
-def _field_by_field_line(values: Sequence[Any]) -> bytes:
-    return ("\t".join([_copy_field(v) for v in values]) + "\n").encode("utf-8")
 
 
 def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> None:
@@ -300,8 +232,11 @@ def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> No
     cols = ", ".join(f'"{k}"' for k in encoder.keys)
     if encoder.dialect == "postgresql":
         with dbapi_conn.cursor() as cur:
-            with cur.copy(f'COPY "{encoder.table_name}" ({cols}) FROM STDIN') as copy:
+            sql = f'COPY "{encoder.table_name}" ({cols}) FROM STDIN (FORMAT BINARY)'
+            with cur.copy(sql) as copy:
+                copy.write(SIGNATURE)
                 copy.write(b"".join(rows))
+                copy.write(TRAILER)
         return
     marks = ", ".join("?" for _ in encoder.keys)
     cur = dbapi_conn.cursor()

@@ -58,7 +58,7 @@ class Parsed:
     array: bool = False  # looks like the start of a JSON array (a frame is JSON Lines)
     known: bool = False  # the line is the stored record (same sha256): not decoded
     # The works row ready to insert, built by the worker (db.bulk.RowEncoder): a tuple on
-    # SQLite, a COPY line on PostgreSQL. It replaces `columns` (and on PostgreSQL `text`,
+    # SQLite, a binary COPY row on PostgreSQL. It replaces `columns` (and on PostgreSQL `text`,
     # as it holds the record): see store.add_rows.
     row: Any = None
 

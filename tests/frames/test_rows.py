@@ -28,7 +28,7 @@ NOW = datetime(2026, 12, 3, 12, 0, 0, 123456, tzinfo=UTC)
 
 
 def _lines(seed: dict[str, Any]) -> list[tuple[int, bytes]]:
-    """Synthetic records, the seed, and values COPY's text format must escape."""
+    """Synthetic records, the seed, and values the COPY text format had to escape."""
     records = list(iter_synthetic_records(30, seed=5))
     odd = make_record(seed, "W77", title='tab\there, new\\nline, back\\\\slash \\r é 𝔘 "q"')
     odd["venue"], odd["doi"], odd["year"], odd["routes"] = "a\\tb\\\\", None, None, None
@@ -74,7 +74,7 @@ def test_encoded_rows_store_what_bulk_insert_stored(
     with write_connection(engine) as conn:
         insert_encoded(conn, encoder, [p.row for p in fresh])
     assert _stored(engine) == before
-    # The record text is recovered from a COPY line for an update.
+    # The record text is recovered from a binary COPY row for an update.
     for p, old in zip(fresh, parsed, strict=True):
         assert encoder.value(p.row, "record") == old.text
         assert "updated_at" not in old.columns  # type: ignore[operator]
