@@ -38,3 +38,53 @@ def test_postgres_compresses_new_records_with_lz4_when_it_can(pg_url: str) -> No
         )).scalar()  # fmt: skip
     engine.dispose()
     assert method == ("l" if has_lz4 else "")
+
+
+def _migrate(engine: Engine, revision: str, down: bool = False) -> None:
+    from alembic import command
+
+    from db.engine import alembic_config
+
+    cfg = alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(cfg, revision)
+
+
+@pytest.mark.pg
+def test_postgres_keeps_records_as_text_and_reads_them_as_before(pg_url: str) -> None:
+    """0013 turns the json column into text (lz4 kept) and back, every record unchanged."""
+    from sqlalchemy import select, text
+
+    from db.engine import make_engine
+    from db.models import Work
+
+    engine = make_engine(pg_url)
+    record = '{"id":"W1","title":"tab\\there é 𝔘","n":[1.5,null,true]}'
+    column = (
+        "SELECT data_type, attcompression FROM information_schema.columns c "
+        "JOIN pg_attribute a ON a.attrelid = 'works'::regclass AND a.attname = c.column_name "
+        "WHERE c.table_name = 'works' AND c.column_name = 'record'"
+    )
+    try:
+        _migrate(engine, "0012_export_index_record_hash", down=True)
+        with engine.begin() as conn:
+            before = tuple(conn.execute(text(column)).one())
+            conn.execute(text(
+                "INSERT INTO works (id, record, record_hash, status, is_gold, imported_at, "
+                "updated_at) VALUES ('W1', :r, 'h', 'machine_predicted_unvalidated', false, "
+                "now(), now())"), {"r": record})  # fmt: skip
+        _migrate(engine, "head")
+        with engine.connect() as conn:
+            after = tuple(conn.execute(text(column)).one())
+            stored = conn.execute(text("SELECT record FROM works")).scalar()
+            read = conn.execute(select(Work.record)).scalar()
+        assert before[0] == "json" and after == ("text", before[1])
+        assert stored == record and read == {"id": "W1", "title": "tab\there é 𝔘",
+                                             "n": [1.5, None, True]}  # fmt: skip
+        _migrate(engine, "0012_export_index_record_hash", down=True)
+        with engine.connect() as conn:
+            assert tuple(conn.execute(text(column)).one()) == before
+            assert conn.execute(text("SELECT record::text FROM works")).scalar() == record
+    finally:
+        engine.dispose()
