@@ -5,12 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import orjson
 from sqlalchemy import (
     JSON,
     Boolean,
     CheckConstraint,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -23,9 +21,8 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
 
-from db.engine import RawJSON
+from db.types import JSONText, UTCDateTime
 from labeling.vocabulary import ROLES, RUN_DONE, SSO_KINDS, STATUS_UNVALIDATED, STATUSES
 
 # Constraint names are fixed from day one so that migrations can name what they alter
@@ -42,51 +39,6 @@ NAMING_CONVENTION = {
 def utcnow() -> datetime:
     """Timezone-aware now, the only clock the models use."""
     return datetime.now(UTC)
-
-
-class UTCDateTime(TypeDecorator):
-    """A timestamp that is always timezone-aware UTC in Python, on SQLite and PostgreSQL."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        value = (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
-        # SQLite keeps text; a naive UTC string sorts and compares correctly there.
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class JSONText(TypeDecorator):
-    """JSON that PostgreSQL keeps as `text`: the server stores it without parsing it.
-
-    For the frame record, which the importer has decoded and checked before it is written:
-    the `json` type's input check took a third of the server's COPY time for 3 KB records
-    (bench/RESULTS.md, issue 16, ninth pass). In Python it is JSON as on every engine, and
-    SQLite's JSON is text already. In SQL on PostgreSQL, `record::json` reads it as JSON.
-    """
-
-    impl = JSON
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Any) -> Any:
-        return Text() if dialect.name == "postgresql" else JSON()
-
-    def process_bind_param(self, value: Any, dialect: Any) -> Any:
-        if value is None or dialect.name != "postgresql":
-            return value
-        return value if isinstance(value, RawJSON) else orjson.dumps(value).decode()
-
-    def process_result_value(self, value: Any, dialect: Any) -> Any:
-        if value is None or dialect.name != "postgresql":
-            return value
-        return orjson.loads(value)
 
 
 def _in(values: tuple[str, ...]) -> str:
