@@ -188,7 +188,7 @@ class RowEncoder:
             if col is None:  # the same value in every row: encoded once
                 lists.append((now if i in self.time_at and default is None else default,))
             elif i in self.json_at:  # orjson's bytes are the text's UTF-8: taken as they are
-                lists.append([v if v is None or isinstance(v, str | bytes) else orjson.dumps(v)
+                lists.append([v if v is None or isinstance(v, (str, bytes)) else orjson.dumps(v)
                               for v in col])  # fmt: skip
             elif i in self.time_at:
                 lists.append([now if v is None else v for v in col])
