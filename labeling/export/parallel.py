@@ -194,14 +194,7 @@ class _Pool:
 
     def _death(self) -> str:
         """Which worker exited, and how (its exit code shows once it is reaped)."""
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not any(p.exitcode for p in self.procs):
-            time.sleep(0.01)
-        # The first to die, rather than those the executor terminated after it.
-        dead = [p for p in self.procs if p.exitcode not in (None, 0, -signal.SIGTERM)]
-        dead = dead or [p for p in self.procs if p.exitcode] or self.procs
-        name, code = (dead[0].name, dead[0].exitcode) if dead else ("?", None)
-        return f"export worker {name} exited unexpectedly (exit code {code})"
+        return death_message(self.procs)
 
     def ordered(self, ranges: Iterator[tuple[Any, Any]], window: int) -> Iterator[list[GoldChunk]]:
         """Map _build over the ranges, yielding their chunks in range order.
@@ -243,6 +236,28 @@ def _decode(chunks: list[tuple[Any, list[dict[str, Any]], Any]]) -> list[GoldChu
 def _table(data: Any) -> pa.Table:
     """A table from an Arrow IPC stream (read in place)."""
     return pa.ipc.open_stream(data).read_all()
+
+
+# What a forkserver child's exit code reads as when its status cannot be read (the
+# forkserver ends with the pool): multiprocessing.popen_forkserver. It says nothing of why.
+_UNKNOWN_EXIT = 255
+_NOT_THE_CAUSE = (None, 0, -signal.SIGTERM, _UNKNOWN_EXIT)
+
+
+def death_message(procs: list[Any], wait_s: float = 5.0) -> str:
+    """The worker that died, by its own exit code: not one the executor terminated after it,
+    nor one whose status the forkserver could not give (both came first by list order)."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and all(p.exitcode in _NOT_THE_CAUSE for p in procs):
+        time.sleep(0.01)
+    dead = (
+        [p for p in procs if p.exitcode not in _NOT_THE_CAUSE]
+        or [p for p in procs if p.exitcode == _UNKNOWN_EXIT]  # not one the executor ended
+        or [p for p in procs if p.exitcode]
+        or procs
+    )
+    name, code = (dead[0].name, dead[0].exitcode) if dead else ("?", None)
+    return f"export worker {name} exited unexpectedly (exit code {code})"
 
 
 # ---------------------------------------------------------------- worker side

@@ -369,3 +369,21 @@ def test_workers_do_not_run_the_main_script(
     assert len(_rows(chunks_of(many, schema, ExportFilters(), 2, **SMALL))) == N_VALIDATED
     assert not ran.exists()
     assert sys.modules["__main__"] is main  # and the page is back in place
+
+
+@pytest.mark.parametrize(
+    ("codes", "named"),
+    [
+        ([7, None], "w0 exited unexpectedly (exit code 7)"),
+        # The executor terminates the others after a death; the forkserver, ending with the
+        # pool, may give 255 for a status it could not read: neither is the cause.
+        ([-15, 7], "w1 exited unexpectedly (exit code 7)"),
+        ([255, 7], "w1 exited unexpectedly (exit code 7)"),
+        ([255, -15, 9], "w2 exited unexpectedly (exit code 9)"),
+        ([-15, 255], "w1 exited unexpectedly (exit code 255)"),
+        ([-15, -15], "w0 exited unexpectedly (exit code -15)"),
+    ],
+)
+def test_the_death_named_is_the_worker_that_died(codes: list[int | None], named: str) -> None:
+    procs = [types.SimpleNamespace(name=f"w{i}", exitcode=c) for i, c in enumerate(codes)]
+    assert export_parallel.death_message(procs, wait_s=0) == f"export worker {named}"
