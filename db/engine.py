@@ -29,7 +29,8 @@ class RawJSON(str):
     """JSON text that is already serialised: stored as it is, never re-encoded."""
 
 
-def _json_serializer(obj: Any) -> str:
+def json_text(obj: Any) -> str:
+    """A value as JSON text (orjson); RawJSON is text already and is kept as it is."""
     if isinstance(obj, RawJSON):
         return str(obj)
     return orjson.dumps(obj).decode()
@@ -71,7 +72,7 @@ def _create(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
     kwargs: dict[str, Any] = {
         "echo": echo,
         # orjson is several times faster than json for the large record columns.
-        "json_serializer": _json_serializer,
+        "json_serializer": json_text,
         "json_deserializer": orjson.loads,
     }
     if parsed.get_backend_name() == "sqlite":

@@ -9,7 +9,7 @@ import orjson
 from sqlalchemy import JSON, DateTime, Text
 from sqlalchemy.types import TypeDecorator
 
-from db.engine import RawJSON
+from db.engine import json_text
 
 __all__ = ["JSONText", "UTCDateTime"]
 
@@ -51,7 +51,7 @@ class JSONText(TypeDecorator):
     def process_bind_param(self, value: Any, dialect: Any) -> Any:
         if value is None or dialect.name != "postgresql":
             return value
-        return value if isinstance(value, RawJSON) else orjson.dumps(value).decode()
+        return json_text(value)
 
     def process_result_value(self, value: Any, dialect: Any) -> Any:
         if value is None or dialect.name != "postgresql":
