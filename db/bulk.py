@@ -12,12 +12,32 @@ from sqlalchemy import JSON, ColumnDefault, Connection, DateTime, Table
 from sqlalchemy.types import TypeDecorator
 
 from db.copy_binary import SIGNATURE, TRAILER, column_kind, read_row, rows_from_columns
-from db.engine import RawJSON
+from db.engine import RawJSON, json_text
+from db.types import JSONText, pack_json, unpack_json
+
+
+def _packed(column: Any, dialect: str) -> bool:
+    """Whether a column's values are stored packed (JSONText on SQLite, see db/types.py)."""
+    return dialect == "sqlite" and isinstance(column.type, JSONText)
+
+
+def _pack(value: Any) -> bytes | None:
+    """A JSONText value as SQLite stores it: JSON text (str, RawJSON, UTF-8 bytes) or an object."""
+    if value is None:
+        return None
+    return pack_json(value if isinstance(value, (str, bytes)) else json_text(value))
 
 
 def _encoder(column: Any, dialect: str) -> Any:
     col_type = column.type
     impl = col_type.impl if isinstance(col_type, TypeDecorator) else col_type
+    if _packed(column, dialect):
+
+        def encode_packed(value: Any) -> Any:
+            # What the ORM stores for the value (JSONText's bind), a str being an object too.
+            return None if value is None else pack_json(json_text(value))
+
+        return encode_packed
     if isinstance(impl, JSON):
 
         def encode_json(value: Any) -> Any:
@@ -119,20 +139,21 @@ class RowEncoder:
     def __init__(self, table: Table, dialect: str) -> None:
         self.table_name, self.dialect = table.name, dialect
         self.keys = tuple(c.name for c in table.columns)
-        # A text value may be given as its UTF-8 bytes (a frame line, sent without a decode).
-        self.takes_bytes = dialect == "postgresql"
         self.defaults: list[Any] = []
         self.json_at: list[int] = []
+        self.packed_at: list[int] = []  # JSON columns stored packed (JSONText on SQLite)
         self.time_at: list[int] = []
         for i, col in enumerate(table.columns):
             impl = col.type.impl if isinstance(col.type, TypeDecorator) else col.type
             default = col.default if isinstance(col.default, ColumnDefault) else None
             if isinstance(impl, DateTime):
                 self.time_at.append(i)
+            elif _packed(col, dialect):
+                self.packed_at.append(i)
             elif isinstance(impl, JSON):
                 self.json_at.append(i)
             self.defaults.append(None if default is None or default.is_callable else default.arg)
-        self.kinds = [column_kind(c) for c in table.columns] if self.takes_bytes else []
+        self.kinds = [column_kind(c) for c in table.columns] if dialect == "postgresql" else []
         self._at = {k: i for i, k in enumerate(self.keys)}
         self._untimed = tuple(k for i, k in enumerate(self.keys) if i not in self.time_at)
 
@@ -150,7 +171,9 @@ class RowEncoder:
             for i in self.json_at:
                 v = values[i]
                 if v is not None and not isinstance(v, str):
-                    values[i] = orjson.dumps(v).decode()
+                    values[i] = v.decode() if isinstance(v, bytes) else orjson.dumps(v).decode()
+            for i in self.packed_at:
+                values[i] = _pack(values[i])
             for i in self.time_at:
                 if values[i] is None:
                     values[i] = stamp
@@ -172,8 +195,11 @@ class RowEncoder:
             if col is None:
                 col = [default] * n
             if i in self.json_at:
-                col = [v if v is None or isinstance(v, str) else orjson.dumps(v).decode()
+                col = [v if v is None or isinstance(v, str)
+                       else v.decode() if isinstance(v, bytes) else orjson.dumps(v).decode()
                        for v in col]  # fmt: skip
+            elif i in self.packed_at:
+                col = [_pack(v) for v in col]
             elif i in self.time_at:
                 col = [stamp if v is None else v for v in col]
             lists.append(col)
@@ -217,10 +243,15 @@ class RowEncoder:
                 else:
                     out[k] = self.kinds[i].read(field)
             return out
-        return {
-            k: RawJSON(row[i]) if i in self.json_at and row[i] is not None else row[i]
-            for k, i in zip(wanted, at, strict=True)
-        }
+        out = {}
+        for k, i in zip(wanted, at, strict=True):
+            value = row[i]
+            if value is not None and i in self.json_at:
+                value = RawJSON(value)
+            elif value is not None and i in self.packed_at:
+                value = RawJSON(unpack_json(value))
+            out[k] = value
+        return out
 
 
 def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> None:

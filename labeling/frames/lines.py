@@ -395,7 +395,7 @@ def _parse_chunk(
         out.append(None)
         todo.append((number, line))
     fast_lines = typed_chunk(todo, schema, encoder)
-    text_in_row = encoder is not None and encoder.dialect == "postgresql"  # see add_rows
+    text_in_row = encoder is not None  # see add_rows
     for slot, (number, line), fast in zip(slots, todo, fast_lines, strict=True):
         if fast is not None:
             work_id, columns, warnings, text, digest, row = fast

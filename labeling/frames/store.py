@@ -101,7 +101,7 @@ def _insert_all(
 def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:
     """Give each accepted line without one its works row (`now` for its timestamps).
 
-    The row replaces the line's columns (and, on PostgreSQL, its text): it holds them all,
+    The row replaces the line's columns and its text: it holds them all,
     and a worker sends back each line's row alone (pickling the columns too doubled the
     cost of the way back). write_batch reads what it needs from the row (RowEncoder.decode).
     """
@@ -111,9 +111,7 @@ def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:
         p.columns["record"], p.columns["record_hash"] = p.text, p.digest
     rows = encoder.encode([p.columns for p in todo if p.columns is not None], utcnow())
     for p, row in zip(todo, rows, strict=True):
-        p.row, p.columns = row, None
-        if encoder.dialect == "postgresql":
-            p.text = None  # in the row; sent once
+        p.row, p.columns, p.text = row, None, None  # the text is in the row (packed on SQLite)
 
 
 _encoders: dict[str, RowEncoder] = {}

@@ -82,9 +82,8 @@ def typed_chunk(
     digests = [hashlib.sha256(lines[i][1]).hexdigest() for i in where]
     ids = columns["id"]
     if encoder is not None:
-        # The record is the line itself: as its bytes where the encoder takes them.
-        records_in = [lines[i][1] for i in where] if encoder.takes_bytes else texts
-        columns["record"], columns["record_hash"] = records_in, digests
+        # The record is the line itself, as its bytes (the encoder takes them).
+        columns["record"], columns["record_hash"] = [lines[i][1] for i in where], digests
         rows = encoder.encode_columns(columns, n, now or utcnow())
         for j, i in enumerate(where):
             out[i] = (ids[j], None, warnings[j], texts[j], digests[j], rows[j])

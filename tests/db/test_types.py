@@ -1,0 +1,91 @@
+"""The frame record's column type: text on PostgreSQL, packed (LZ4) on SQLite, a dict in Python."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import Engine, select, text
+
+from db.bulk import bulk_insert
+from db.engine import read_session, write_connection
+from db.models import Work
+from db.types import pack_json, unpack_json
+from labeling.frames.importer import import_frame
+from labeling.schema import Schema
+from tests.conftest import make_record
+from tests.factories import insert_works, work_row
+
+
+@given(st.text())
+def test_packed_text_unpacks_to_itself(value: str) -> None:
+    assert unpack_json(pack_json(value)) == value
+    assert pack_json(value.encode()) == pack_json(value)
+
+
+def test_text_stored_before_reads_as_it_is_and_an_unknown_packing_is_refused() -> None:
+    assert unpack_json('{"id": "W1"}') == '{"id": "W1"}'
+    with pytest.raises(ValueError, match=r"not a packed JSON value \(first byte b'\{'\)"):
+        unpack_json(b'{"id": "W1"}')
+
+
+def _stored(engine: Engine) -> dict[str, Any]:
+    """Each work's record as the database holds it: (SQLite storage class or None, JSON text)."""
+    sqlite = engine.dialect.name == "sqlite"
+    kind = "typeof(record)" if sqlite else "NULL"
+    with engine.connect() as conn:
+        rows = conn.execute(text(f"SELECT id, {kind}, record FROM works")).all()
+    return {work_id: (k, unpack_json(r) if sqlite else r) for work_id, k, r in rows}
+
+
+def test_the_orm_packs_on_sqlite_and_reads_a_dict(sqlite_engine: Engine) -> None:
+    record = {"id": "W1", "title": "tab\t é 𝔘 \\N", "n": [0.5, None, 1]}
+    insert_works(sqlite_engine, [work_row("W1") | {"record": record}])
+    bulk = work_row("W2") | {"record": {"id": "W2"}}
+    with write_connection(sqlite_engine) as conn:
+        bulk_insert(conn, Work.__table__, [bulk])
+    stored = _stored(sqlite_engine)
+    assert stored["W1"] == ("blob", orjson.dumps(record).decode())
+    assert stored["W2"] == ("blob", '{"id":"W2"}')
+    with read_session(sqlite_engine) as session:
+        assert session.get(Work, "W1").record == record  # type: ignore[union-attr]
+        assert session.get(Work, "W2").record == {"id": "W2"}  # type: ignore[union-attr]
+
+
+def test_a_record_stored_as_text_still_reads(sqlite_engine: Engine) -> None:
+    """A database written before the record was packed needs no migration."""
+    insert_works(sqlite_engine, [work_row("W1")])
+    with write_connection(sqlite_engine) as conn:
+        conn.execute(text("""UPDATE works SET record = '{"id": "W1", "old": true}'"""))
+    assert _stored(sqlite_engine)["W1"] == ("text", '{"id": "W1", "old": true}')
+    with read_session(sqlite_engine) as session:
+        record = session.execute(select(Work.record)).scalar_one()
+    assert record == {"id": "W1", "old": True}
+
+
+def test_an_imported_record_is_its_line_exactly(
+    engine: Engine, schema: Schema, seed_record: dict[str, Any], tmp_path: Path
+) -> None:
+    """Fast path, slow path (a number-like title) and an update all store the line's own text."""
+    lines = [
+        orjson.dumps(make_record(seed_record, "W1", title='tab\t é 𝔘 \\N \\. "q"')),
+        orjson.dumps(make_record(seed_record, "W2", title="1e100")),  # the detailed checks' way
+        b'{"id":  "W3" ,' + orjson.dumps(make_record(seed_record, "W3"))[11:],  # spaces kept
+    ]
+    frame = tmp_path / "frame.jsonl"
+    frame.write_bytes(b"\n".join(lines) + b"\n")
+    assert import_frame(engine, frame, schema).inserted == 3
+    lines[0] = orjson.dumps(make_record(seed_record, "W1", title="changed"))
+    frame.write_bytes(b"\n".join(lines) + b"\n")
+    summary = import_frame(engine, frame, schema)
+    assert (summary.updated, summary.unchanged) == (1, 2)
+    stored = _stored(engine)
+    kind = "blob" if engine.dialect.name == "sqlite" else None
+    assert stored == {f"W{i}": (kind, line.decode()) for i, line in enumerate(lines, start=1)}
+    with read_session(engine) as session:
+        records = {w: r for w, r in session.execute(select(Work.id, Work.record))}
+    assert records == {f"W{i}": orjson.loads(line) for i, line in enumerate(lines, start=1)}
