@@ -122,13 +122,13 @@ def _child(code: str, *args: str) -> dict:
     return figures
 
 
-def run_import(url: str, path: Path) -> dict:
+def run_import(url: str, path: Path, code: str = CHILD, *extra: str) -> dict:
     """Import in a fresh child process and return its JSON figures, the load around it and
     the machine's CPU time over the child's life (cpu_rest_s: what neither the child, its
     workers nor this process's memory sampler used, the PostgreSQL server's share among it;
-    idle_s: no process ran)."""
+    idle_s: no process ran). `code` is the child's (argv: url, path, *extra)."""
     before, cpu, mine = os.getloadavg()[0], psutil.cpu_times(), _own_cpu()
-    figures = _child(CHILD, url, str(path))
+    figures = _child(code, url, str(path), *extra)
     after, mine = psutil.cpu_times(), _own_cpu() - mine
     figures["load"] = (before, os.getloadavg()[0])
     idle = (after.idle + after.iowait) - (cpu.idle + cpu.iowait)

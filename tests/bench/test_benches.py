@@ -29,6 +29,7 @@ COVERED = {
     "browser",
     "coverage_sim",
     "export",
+    "import_ab",
     "import_frame",
     "import_write_paths",
     "monitor",
@@ -158,6 +159,17 @@ def test_tree_memory_sums_a_process_and_its_descendants() -> None:
 
 
 @pytest.mark.slow
+def test_import_ab(tmp_path: Path) -> None:
+    """bench/import_ab.py: HEAD (a worktree of its own) and this checkout, one pair."""
+    out = ok(bench("import_ab", "HEAD", ".", "--n", "300", "--pairs", "1", "--out", str(tmp_path)))
+    assert "SQLite, 300 records, 1 pairs, HEAD then ." in out
+    for code in ("HEAD", "."):
+        cpu = r"[\d.]+ / [\d.]+ / [\d.]+ / [\d.]+ s"
+        row = rf"^\| {re.escape(code)} \| [\d.]+ s \| [\d.]+ s \| [\d.]+ s \| {cpu} \| \d+ MB \| "
+        row += r"[\d,]+ MB \| 300/0/0/0 \|$"
+        assert re.search(row, out, re.M), out
+
+
 def test_import_write_paths(tmp_path: Path) -> None:
     """bench/import_write_paths.py: each SQLite write path on 200 pre-built rows, once."""
     out = ok(bench("import_write_paths", "--n", "200", "--repeat", "1", "--out", str(tmp_path)))
