@@ -1,4 +1,4 @@
-"""Column types of the models that store one thing the same way on SQLite and PostgreSQL."""
+"""Column types of the models that read the same in Python on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -59,10 +59,10 @@ class JSONText(TypeDecorator):
     the `json` type's input check took a third of the server's COPY time for 3 KB records
     (bench/RESULTS.md, issue 16, ninth pass). In SQL on PostgreSQL, `record::json` reads it
     as JSON; PostgreSQL compresses it itself (TOAST, lz4).
-    SQLite compresses nothing: there the value is a BLOB packed by pack_json, written by the
-    importer's workers. A third fewer bytes to write, check-point and scan for each index
-    built after a load (issue 16, tenth pass). Text stored before (or by hand) still reads.
-    In Python it is JSON (a dict) on every engine.
+    SQLite compresses nothing: there the value is a BLOB packed by pack_json (the import's
+    workers pack each line), about 30% fewer bytes to write, check-point and scan for each
+    index built after a load (issue 16, tenth pass; migration 0014). Text stored before, or
+    by hand, still reads. In Python it is JSON (a dict) on every engine.
     """
 
     impl = JSON

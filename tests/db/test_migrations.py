@@ -88,3 +88,34 @@ def test_postgres_keeps_records_as_text_and_reads_them_as_before(pg_url: str) ->
             assert conn.execute(text("SELECT record::text FROM works")).scalar() == record
     finally:
         engine.dispose()
+
+
+def test_sqlite_records_are_packed_and_unpacked_by_a_downgrade(sqlite_engine: Engine) -> None:
+    """0014 keeps text records as they are; its downgrade turns packed ones back into text."""
+    from sqlalchemy import select, text
+
+    from db.engine import read_session
+    from db.models import Work
+    from tests.factories import insert_works, work_row
+
+    record = {"id": "W1", "title": "tab\there é 𝔘", "n": [1.5, None, True]}
+    _migrate(sqlite_engine, "0013_record_text_on_postgresql", down=True)
+    with sqlite_engine.begin() as conn:  # a record as the earlier revision wrote it
+        conn.execute(text(
+            "INSERT INTO works (id, record, record_hash, status, is_gold, imported_at, "
+            "updated_at) VALUES ('W0', '{\"id\": \"W0\"}', 'h', 'machine_predicted_unvalidated', "
+            "0, '2026-12-04 00:00:00', '2026-12-04 00:00:00')"))  # fmt: skip
+    _migrate(sqlite_engine, "head")
+    insert_works(sqlite_engine, [work_row("W1") | {"record": record}])
+    stored = "SELECT id, typeof(record) FROM works ORDER BY id"
+    with sqlite_engine.connect() as conn:
+        assert conn.execute(text(stored)).all() == [("W0", "text"), ("W1", "blob")]
+    _migrate(sqlite_engine, "0013_record_text_on_postgresql", down=True)
+    with sqlite_engine.connect() as conn:
+        assert conn.execute(text(stored)).all() == [("W0", "text"), ("W1", "text")]
+        texts = conn.execute(text("SELECT record FROM works ORDER BY id")).scalars().all()
+    assert texts == ['{"id": "W0"}', '{"id":"W1","title":"tab\\there é 𝔘","n":[1.5,null,true]}']
+    _migrate(sqlite_engine, "head")
+    with read_session(sqlite_engine) as session:
+        read = {w: r for w, r in session.execute(select(Work.id, Work.record))}
+    assert read == {"W0": {"id": "W0"}, "W1": record}
