@@ -32,7 +32,13 @@ ROOT = HERE.parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
-from bench.import_frame import OUT, ensure_frame, fresh_pg, fresh_sqlite, run_import  # noqa: E402
+from bench.import_frame import (  # noqa: E402
+    add_out_argument,
+    ensure_frame,
+    fresh_pg,
+    fresh_sqlite,
+    run_import,
+)
 
 CHILD = r"""
 import json, resource, sys, time
@@ -112,12 +118,7 @@ def main() -> None:
         default=os.environ.get("LABELING_BENCH_PG_URL"),
         help="a PostgreSQL URL (its database is dropped and created): else SQLite",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=OUT,
-        help="directory of the frame and the SQLite file (default bench/out/)",
-    )
+    add_out_argument(parser)
     args = parser.parse_args()
     if args.n < 1 or args.pairs < 1:
         parser.error("--n >= 1 and --pairs >= 1")

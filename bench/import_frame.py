@@ -200,18 +200,23 @@ def report(engine: str, n: int, first: dict, again: dict, floor: float) -> str:
     return text
 
 
-def main() -> None:
-    """Run the benchmark and print its figures."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--pg", default=os.environ.get("LABELING_BENCH_PG_URL"))
-    parser.add_argument("--skip-sqlite", action="store_true", help="Only PostgreSQL.")
+def add_out_argument(parser: argparse.ArgumentParser) -> None:
+    """The --out option: where the frame and the SQLite file go."""
     parser.add_argument(
         "--out",
         type=Path,
         default=OUT,
         help="directory of the frame and the SQLite file (default bench/out/)",
     )
+
+
+def main() -> None:
+    """Run the benchmark and print its figures."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--pg", default=os.environ.get("LABELING_BENCH_PG_URL"))
+    parser.add_argument("--skip-sqlite", action="store_true", help="Only PostgreSQL.")
+    add_out_argument(parser)
     args = parser.parse_args()
     if args.n < 1:
         parser.error("--n >= 1")
