@@ -13,7 +13,7 @@ from sqlalchemy.types import TypeDecorator
 
 from db.copy_binary import SIGNATURE, TRAILER, column_kind, read_row, rows_from_columns
 from db.engine import RawJSON, json_text
-from db.types import JSONText, pack_json, unpack_json
+from db.types import JSONText, pack_json, pack_value, unpack_json
 
 
 def _packed(column: Any, dialect: str) -> bool:
@@ -32,12 +32,7 @@ def _encoder(column: Any, dialect: str) -> Any:
     col_type = column.type
     impl = col_type.impl if isinstance(col_type, TypeDecorator) else col_type
     if _packed(column, dialect):
-
-        def encode_packed(value: Any) -> Any:
-            # What the ORM stores for the value (JSONText's bind), a str being an object too.
-            return None if value is None else pack_json(json_text(value))
-
-        return encode_packed
+        return pack_value  # what the ORM stores (JSONText's bind)
     if isinstance(impl, JSON):
 
         def encode_json(value: Any) -> Any:

@@ -12,7 +12,7 @@ from sqlalchemy.types import TypeDecorator
 
 from db.engine import json_text
 
-__all__ = ["JSONText", "UTCDateTime", "pack_json", "unpack_json"]
+__all__ = ["JSONText", "UTCDateTime", "pack_json", "pack_value", "unpack_json"]
 
 # The first byte of a packed value says how the rest is stored: an LZ4 block with its size.
 LZ4_BLOCK = b"\x01"
@@ -41,6 +41,11 @@ def pack_json(text: str | bytes) -> bytes:
     """JSON text as SQLite keeps a JSONText value: a BLOB, LZ4-compressed (see JSONText)."""
     data = text.encode() if isinstance(text, str) else text
     return LZ4_BLOCK + lz4.block.compress(data)
+
+
+def pack_value(value: Any) -> bytes | None:
+    """A JSONText value (an object, or RawJSON text) as SQLite stores it; None stays NULL."""
+    return None if value is None else pack_json(json_text(value))
 
 
 def unpack_json(value: str | bytes) -> str:
@@ -74,11 +79,7 @@ class JSONText(TypeDecorator):
     def bind_processor(self, dialect: Any) -> Any:
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
-
-        def pack(value: Any) -> Any:
-            return None if value is None else pack_json(json_text(value))
-
-        return pack
+        return pack_value
 
     def result_processor(self, dialect: Any, coltype: Any) -> Any:
         if dialect.name != "sqlite":
