@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, inspect
 
-from db.indexes import SORTER_THREADS, defer_indexes, ensure_work_indexes, work_indexes
+from db.indexes import (
+    BUILD_CACHE_KIB,
+    SORTER_THREADS,
+    defer_indexes,
+    ensure_work_indexes,
+    work_indexes,
+)
 
 
 def _names(engine: Engine) -> set[str]:
@@ -19,24 +25,26 @@ def test_deferred_indexes_come_back_and_the_connection_as_it_was(engine: Engine)
     assert not wanted & _names(engine)
     ensure_work_indexes(engine)
     assert wanted <= _names(engine)
-    if engine.dialect.name == "sqlite":  # the sorter threads were for the rebuild only
+    if engine.dialect.name == "sqlite":  # the sorter's settings were for the rebuild only
         with engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA threads").scalar() == 0
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -65536
 
 
-def test_the_sorter_threads_apply_to_the_rebuild(
+def test_the_sorter_threads_and_the_small_cache_apply_to_the_rebuild(
     sqlite_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sqlalchemy.schema import Index
 
-    seen: list[int] = []
+    seen: list[tuple[int, int]] = []
     real = Index.create
 
     def spying(self: Index, bind, checkfirst: bool = False) -> None:  # type: ignore[no-untyped-def]
-        seen.append(bind.exec_driver_sql("PRAGMA threads").scalar())
+        pragma = bind.exec_driver_sql
+        seen.append((pragma("PRAGMA threads").scalar(), pragma("PRAGMA cache_size").scalar()))
         real(self, bind, checkfirst=checkfirst)
 
     defer_indexes(sqlite_engine)
     monkeypatch.setattr(Index, "create", spying)
     ensure_work_indexes(sqlite_engine)
-    assert seen and set(seen) == {SORTER_THREADS}
+    assert seen and set(seen) == {(SORTER_THREADS, -BUILD_CACHE_KIB)}
