@@ -39,6 +39,7 @@ from labeling.review.campaigns import create_campaign  # noqa: E402
 from tests.factories import add_user, add_works  # noqa: E402
 
 OVERLAP = 2
+STALL_SECONDS = 60  # an annotator waiting this long with items still open: a failure
 
 # One submission as a worker logged it:
 # (work_id, user_id, t_claim_start, t_claimed, t_submit_start, t_submitted, label_id,
@@ -105,6 +106,7 @@ def annotator(url: str, campaign_id: int, user_id: int, seed: int, start: float)
     events: list[Event] = []
     errors: list[str] = []
     time.sleep(max(0.0, start - time.time()))  # start together: maximum contention
+    waiting_since: float | None = None
     while True:
         try:
             t0 = time.time()
@@ -112,11 +114,20 @@ def annotator(url: str, campaign_id: int, user_id: int, seed: int, start: float)
             t1 = time.time()
             if claim is None:
                 # Nothing for this user now; a work leased to someone else may still need a
-                # second label after their submit, so stop only once no lease is out.
-                if campaign_progress(engine, campaign_id)["in_progress"]:
+                # second label after their submit, so stop only once every item has its
+                # labels. Stopping once no lease was out raced with that submit: it could
+                # reopen a work between this claim and the check, and every annotator who
+                # could take it had stopped (CI, one PostgreSQL run: 39 labels of 40).
+                if campaign_progress(engine, campaign_id)["remaining"]:
+                    waiting_since = waiting_since or t0
+                    if time.time() - waiting_since > STALL_SECONDS:
+                        errors.append(f"user {user_id}: nothing to claim for {STALL_SECONDS} s "
+                                      "while items still need labels")  # fmt: skip
+                        break
                     time.sleep(0.01)
                     continue
                 break
+            waiting_since = None
             time.sleep(rng.uniform(0, 0.005))  # "reading" the work
             sid = f"soak-{user_id}-{claim.work_id}"
             t2 = time.time()
