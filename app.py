@@ -194,7 +194,12 @@ if user is None:
 if user is None and get_settings().sso_enabled:
     user = sso_sign_in()
 if user is None:
-    nav = st.navigation([st.Page(login_page, title="Sign in", url_path="login")])
+    # The sign-in form also answers at each page's address, so that a bookmark or a typed
+    # URL (/adjudicate) signs in and opens that page when the role may, not "Page not found".
+    nav = st.navigation(
+        [st.Page(login_page, title="Sign in", url_path=path) for path in ("login", *PAGES)],
+        position="hidden",
+    )
 else:
     names = [n for n in access.pages_for(user.role) if (HERE / "pages" / f"{n}.py").exists()]
     main = MAIN_PAGE.get(user.role, "home")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import streamlit as st
+from streamlit import config
+from streamlit.runtime.pages_manager import PagesManager
 
 from labeling.auth import access
 from labeling.auth.login_sessions import check_session
@@ -65,8 +67,27 @@ def checked(user: UserInfo | None) -> None:
         st.session_state[CHECKED] = user
 
 
+def through_app() -> None:
+    """Rerun through app.py when Streamlit ran this page file on its own, from pages/.
+
+    Until some session of the server process has called st.navigation, Streamlit still
+    treats pages/ as a folder of pages (its first multipage design): the first visitor after
+    a restart who opens a page's URL (a bookmark of /label) got that file run directly, with
+    no sign-in form, a sidebar naming every module in pages/, and "You do not have access".
+    Setting the flag that st.navigation sets, then rerunning, runs app.py at the same URL:
+    the sign-in form, then the page itself if the role may open it (Streamlit is pinned to
+    1.67; tests/e2e/test_e2e_deep_link.py drives this on a fresh server).
+    """
+    # AppTest sets the flag back before each of its runs and runs single pages on purpose.
+    # (It patches config.get_option, not the st.get_option bound at import.)
+    if PagesManager.uses_pages_directory and not config.get_option("global.appTest"):
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def require(page: str) -> UserInfo:
     """Stop the script unless the signed-in user's role may open `page`."""
+    through_app()
     # app.py checked the token earlier in this same run; taken once, so a later run checks
     # again unless app.py has just done so. A page run on its own (AppTest) checks here.
     user = st.session_state.pop(CHECKED, None) or current_user()
