@@ -26,7 +26,7 @@ from db.engine import make_engine, read_session
 from db.models import Work
 from labeling.cli.main import main
 from tests.conftest import examples
-from tests.frames.test_properties import SEED, fresh_id
+from tests.frames.test_properties import SEED
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 DONE = re.compile(r"^(?:done|aborted \(--strict\), nothing written): (\d+) lines, (\d+) inserted, "
@@ -44,8 +44,12 @@ ANY_JSON = st.recursive(
     ),
     max_leaves=12,
 )
+# Drawn, not taken from a counter: Hypothesis replays an example from its draws, and a new id
+# changed a gzipped file's length under the cut it had drawn (FlakyStrategyDefinition).
+# A repeated id only makes a line an update or unchanged, which check_import allows.
+FRESH = st.integers(0, 10**15 - 1).map(lambda n: f"W8{n:015d}")
 IDS = st.one_of(
-    st.builds(fresh_id),
+    FRESH,
     st.sampled_from(["W1", "W2", "w3", "https://openalex.org/W4"]),
     st.sampled_from(["W" + "1" * 40, "W１０００００4", "", "X1", "W1\x00"]),
     ANY_JSON,
@@ -69,7 +73,7 @@ def json_line(draw: st.DrawFn) -> bytes:
     kind = draw(st.sampled_from(["any", "object", "seed", "edge"]))
     if kind == "edge":
         value = json.loads(json.dumps(SEED))
-        value["id"] = fresh_id()
+        value["id"] = draw(FRESH)
         for key, edge in draw(st.lists(EDGES, min_size=1, max_size=2)):
             (value["prediction"] if key.endswith(("_version", "_status")) else value)[key] = edge
     elif kind == "any":
