@@ -93,13 +93,14 @@ class Work(Base):
     record_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     model_version: Mapped[str | None] = mapped_column(String(128))
     prediction_status: Mapped[str | None] = mapped_column(String(64))
-    # Copies of the machine scores used for ordering, so the queue is an index scan.
-    score_opus: Mapped[float | None] = mapped_column(Float, index=True)
-    score_gpt: Mapped[float | None] = mapped_column(Float, index=True)
-    score_max: Mapped[float | None] = mapped_column(Float, index=True)
-    score_spread: Mapped[float | None] = mapped_column(Float, index=True)
-    teacher_disagreement: Mapped[float | None] = mapped_column(Float, index=True)
-    threshold_uncertainty: Mapped[float | None] = mapped_column(Float, index=True)
+    # Copies of the machine scores: a campaign's order is drawn from them once, when it is
+    # created (campaign_items holds it). No index: see migration 0015_drop_score_indexes.
+    score_opus: Mapped[float | None] = mapped_column(Float)
+    score_gpt: Mapped[float | None] = mapped_column(Float)
+    score_max: Mapped[float | None] = mapped_column(Float)
+    score_spread: Mapped[float | None] = mapped_column(Float)
+    teacher_disagreement: Mapped[float | None] = mapped_column(Float)
+    threshold_uncertainty: Mapped[float | None] = mapped_column(Float)
     status: Mapped[str] = mapped_column(
         String(40), nullable=False, default=STATUS_UNVALIDATED, index=True
     )

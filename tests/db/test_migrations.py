@@ -119,3 +119,23 @@ def test_sqlite_records_are_packed_and_unpacked_by_a_downgrade(sqlite_engine: En
     with read_session(sqlite_engine) as session:
         read = {w: r for w, r in session.execute(select(Work.id, Work.record))}
     assert read == {"W0": {"id": "W0"}, "W1": record}
+
+
+def test_the_score_indexes_go_and_come_back_with_a_downgrade(engine: Engine) -> None:
+    """0015 drops the six score indexes (also when a killed bulk load left them missing)."""
+    from sqlalchemy import inspect, text
+
+    columns = ("score_gpt", "score_max", "score_opus", "score_spread", "teacher_disagreement",
+               "threshold_uncertainty")  # fmt: skip
+    scores = {f"ix_works_{c}" for c in columns}
+
+    def works_indexes() -> set[str]:
+        return {ix["name"] for ix in inspect(engine).get_indexes("works")}
+
+    assert not works_indexes() & scores
+    _migrate(engine, "0014_record_packed_on_sqlite", down=True)
+    assert works_indexes() >= scores
+    with engine.begin() as conn:  # as a bulk load killed before its rebuild leaves one
+        conn.execute(text("DROP INDEX ix_works_score_max"))
+    _migrate(engine, "head")
+    assert not works_indexes() & scores
