@@ -200,11 +200,21 @@ if user is None:
         [st.Page(login_page, title="Sign in", url_path=path) for path in ("login", *PAGES)],
         position="hidden",
     )
+    S["asked_for"] = nav.url_path  # the page to open once signed in
 else:
     names = [n for n in access.pages_for(user.role) if (HERE / "pages" / f"{n}.py").exists()]
     main = MAIN_PAGE.get(user.role, "home")
-    available = [page(name, main if main in names else "home") for name in names]
+    landing = main if main in names else "home"
+    available = [page(name, landing) for name in names]
     nav = st.navigation(available)
+    asked = S.pop("asked_for", None)
+    if asked in PAGES and asked not in names:
+        # Signed in at the address of a page the role may not open: Streamlit would show the
+        # landing page under that address. Go there, and say why.
+        S["not_open"] = PAGES[asked][0]
+        st.switch_page(f"pages/{landing}.py")
+    if "not_open" in S:
+        st.toast(f"{S.pop('not_open')} is not open to the {user.role} role.")
     with st.sidebar:
         via = st.session_state.get("auth_via")
         how = f" via {get_settings().sso_button_label}" if via == "sso" else ""

@@ -67,10 +67,13 @@ def test_a_bookmarked_page_signs_in_and_opens_it_even_as_a_fresh_servers_first_r
         sign_in_here(page, "annotator")
         page.wait_for_selector(".lf-title")  # Label is an annotator's landing page: at "/"
 
-        # A page the role may not open: the sign-in form, then the role's own page only.
+        # A page the role may not open: the sign-in form, then the role's own page, at its
+        # own address, and why.
         page = open_signed_out(browser, base + "/monitor")
         assert_sign_in_form_only(page)
         sign_in_here(page, "annotator")
+        page.get_by_text("Monitor is not open to the annotator role.").wait_for()
         page.wait_for_selector(".lf-title")
         settle(page)
         assert page.get_by_role("heading", name="Monitor").count() == 0
+        assert page.url == base + "/"
