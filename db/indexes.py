@@ -17,13 +17,15 @@ def work_indexes(dialect: str) -> list[Any]:
 
 
 # SQLite sorts a new index's keys on this many threads besides its own (PRAGMA threads):
-# rebuilding the 11 deferred indexes of a 1M-work table took 17.1 s with 2, 20.3 s without.
+# rebuilding the deferred indexes of a 1M-work table (11 then; 5 since migration 0015) took
+# 17.1 s with 2, 20.3 s without.
 SORTER_THREADS = 2
 # The page cache while they build, in KiB (PRAGMA cache_size=-N). It also caps the keys the
 # sorter holds in memory before it hands them to a thread of its own to sort: with the
 # usual 64 MB, a small index's 1M keys fit, and were sorted on the scanning thread after
-# the scan. With 8 MB the sorting runs beside the scan: the 11 indexes of a 1M-work table
-# built in 13.0-13.4 s against 18.7-19.5 s (bench/RESULTS.md, issue 16, eleventh pass).
+# the scan. With 8 MB the sorting runs beside the scan: the 11 indexes a 1M-work table had
+# then built in 13.0-13.4 s against 18.7-19.5 s (bench/RESULTS.md, issue 16, eleventh pass;
+# the five left, measured again in the twelfth: 8 MB still as good as any other size).
 BUILD_CACHE_KIB = 8192
 
 
