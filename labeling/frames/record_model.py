@@ -97,6 +97,7 @@ class RecordModel:
     attrs: dict[str, str]  # dotted path -> its attribute name in its parent Struct
     empty: dict[str, Any]  # dotted path of a nested Struct -> an instance with every field None
     types: dict[str, Any]  # dotted path of a value -> its type in the model
+    levels: dict[str, tuple[str, ...]]  # dotted path of a Struct ("" the record) -> its paths
 
     def columns(self, records: Sequence[Any]) -> Columns:
         """Column access to a chunk of decoded records."""
@@ -118,13 +119,26 @@ class Columns:
         """The value at `path` of each record (None where absent or null)."""
         column = self.cache.get(path)
         if column is None:
-            parent = path.rpartition(".")[0]
-            column = list(map(attrgetter(self.model.attrs[path]), self[parent]))
+            self._read_level(path.rpartition(".")[0])
+            column = self.cache[path]
+        return column
+
+    def _read_level(self, parent: str) -> None:
+        """Every path under `parent` at once: one getter call a record for all its fields,
+        then the tuples turned into columns (3.8 -> 2.6 us a line, against a map a path)."""
+        paths = self.model.levels[parent]
+        getter = attrgetter(*(self.model.attrs[p] for p in paths))
+        records = self[parent]
+        if len(paths) == 1:  # a getter of one attribute gives the value, not a tuple
+            columns = [list(map(getter, records))]
+        else:
+            tuples = map(getter, records)
+            columns = [list(c) for c in zip(*tuples, strict=True)] or [[] for _ in paths]
+        for path, column in zip(paths, columns, strict=True):
             empty = self.model.empty.get(path)
             if empty is not None:  # an absent object reads as one whose fields are all None
                 column = [empty if v is None else v for v in column]
             self.cache[path] = column
-        return column
 
 
 def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], path: str) -> Any:
@@ -167,7 +181,13 @@ def _model(schema: Schema) -> RecordModel | None:
         node[last] = kind
     parts: dict[str, dict[str, Any]] = {"attrs": {}, "empty": {}, "types": {}}
     record = _struct("Record", tree, parts, "")
-    return RecordModel(msgspec.json.Decoder(record), parts["attrs"], parts["empty"], parts["types"])
+    levels: dict[str, tuple[str, ...]] = {}
+    for path in parts["attrs"]:
+        parent = path.rpartition(".")[0]
+        levels[parent] = (*levels.get(parent, ()), path)
+    return RecordModel(
+        msgspec.json.Decoder(record), parts["attrs"], parts["empty"], parts["types"], levels
+    )
 
 
 _models: dict[str, RecordModel | None] = {}
