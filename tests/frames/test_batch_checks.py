@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import tomllib
 from typing import Any
 
 import orjson
@@ -16,7 +17,7 @@ from labeling.frames.lines import parse_chunk
 from labeling.frames.record_model import record_model
 from labeling.frames.synth import iter_synthetic_records
 from labeling.frames.typed import typed_chunk
-from labeling.schema import Schema, get_path
+from labeling.schema import Schema, get_path, parse_schema
 
 # Changes to a record, each at a dotted path: most keep it valid (and may raise warnings),
 # some make it invalid (it must then take the detailed path and be worded as before).
@@ -164,3 +165,67 @@ def test_invalid_lines_never_take_the_fast_path(schema: Schema, seed_record: dic
 
 def test_the_model_needs_the_schema_to_be_one_tree(schema: Schema) -> None:
     assert record_model(schema) is not None
+
+
+def _deep(schema_path: str, seed: dict[str, Any]) -> tuple[Schema, dict[str, Any]]:
+    """The default schema with the categories' scores three levels down, and a record to match."""
+    text = open(schema_path, encoding="utf-8").read()
+    for teacher in ("codex", "gemma"):
+        text = text.replace(f'"prediction.category_scores_{teacher}"',
+                            f'"prediction.teachers.{teacher}.categories"')  # fmt: skip
+    rec = copy.deepcopy(seed)
+    pred = rec["prediction"]
+    pred["teachers"] = {t: {"categories": pred.pop(f"category_scores_{t}")}
+                        for t in ("codex", "gemma")}  # fmt: skip
+    return parse_schema(tomllib.loads(text)), rec
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},  # every level there
+        {"prediction.teachers.gemma": None},  # a nested object null: its fields read as absent
+        {"prediction.teachers": None},  # two levels of objects null
+        {"prediction.teachers.codex.categories": [0.9] * 9},  # warnings from the deep scores
+    ],
+)
+def test_the_typed_path_reads_paths_nested_three_deep(seed_record: dict, change: dict) -> None:
+    from labeling.settings import DEFAULT_SCHEMA
+
+    schema, rec = _deep(str(DEFAULT_SCHEMA), seed_record)
+    for path, value in change.items():
+        rec = _set(rec, path, value)
+    chunk = [(2, orjson.dumps(rec)), (3, orjson.dumps({**rec, "id": "W77"}))]
+    fast = typed_chunk(chunk, schema)
+    for (number, line), result in zip(chunk, fast, strict=True):
+        assert result is not None  # the typed model takes it
+        slow = lines._parse_line(number, line, schema, None)
+        assert not slow.errors and slow.columns is not None
+        assert result[2] == slow.warnings
+        assert _same_but_int_scores(result[1], slow.columns)
+
+
+def test_the_seed_record_takes_the_typed_path(schema: Schema, seed_record: dict) -> None:
+    """Every line of the real frame shares its model version, a hex digest with "e0061" in it:
+    a string, not a number, so it must not send the line the slow way."""
+    assert "931329e0061c" in seed_record["prediction"]["model_version"]
+    [fast] = typed_chunk([(2, orjson.dumps(seed_record))], schema)
+    assert fast is not None
+
+
+@pytest.mark.parametrize(
+    "number",
+    [b"1e400", b"1E+400", b"-1e0400", b"2.5e308", b"9" * 400, b"1e999999"],
+)
+@pytest.mark.parametrize("after", [b",", b"}", b"]", b" ", b"\t", b"\n"])
+def test_a_number_too_large_for_a_double_never_takes_the_typed_path(
+    schema: Schema, number: bytes, after: bytes
+) -> None:
+    """Wherever it is (here in a field the model ignores, which msgspec skips unread), and
+    whatever follows it: orjson refuses it, so the detailed path must say so."""
+    value = {b",": b"[N,1]", b"}": b'{"k":N}', b"]": b"[N]"}.get(after, b"[N" + after + b"]")
+    line = b'{"id": "W9", "unknown": ' + value.replace(b"N", number) + b"}"
+    assert orjson.loads(line.replace(number, b"1")) is not None  # valid JSON but for the number
+    [fast] = typed_chunk([(2, line)], schema)
+    assert fast is None
+    assert lines._parse_line(2, line, schema, None).errors
