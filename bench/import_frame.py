@@ -45,6 +45,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 from bench.tree_memory import TreeMemory  # noqa: E402
+from labeling.frames.synth_scores import SEED_RECORD  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -92,14 +93,21 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "records": n, "failed": fa
 
 
 def ensure_frame(n: int, out: Path) -> Path:
-    """The synthetic frame of n records in `out` (written once, deterministic, seed 0)."""
+    """The synthetic frame of n records in `out` (written once, deterministic, seed 0).
+
+    Its records carry the real frame's model version (the seed record's), as a real frame's
+    all do: a hex digest in it once sent every line the slow way (issue 16, thirteenth pass),
+    which the synthetic default ("synth-v1") hid. The name says so, so that a frame written
+    before with the default is not reused.
+    """
     from labeling.frames.synth import write_synthetic_frame
 
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"frame_{n}.jsonl"
+    version = json.loads(SEED_RECORD.read_text(encoding="utf-8"))["prediction"]["model_version"]
+    path = out / f"frame_{n}_seed_version.jsonl"
     if not path.exists():
         t0 = time.perf_counter()
-        write_synthetic_frame(path, n, seed=0)
+        write_synthetic_frame(path, n, seed=0, model_version=version)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.0f} MB) in "
               f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
     return path
