@@ -18,6 +18,7 @@ from labeling.frames.record_model import record_model
 from labeling.frames.synth import iter_synthetic_records
 from labeling.frames.typed import typed_chunk
 from labeling.schema import Schema, get_path, parse_schema
+from labeling.settings import DEFAULT_SCHEMA
 
 # Changes to a record, each at a dotted path: most keep it valid (and may raise warnings),
 # some make it invalid (it must then take the detailed path and be worded as before).
@@ -167,9 +168,9 @@ def test_the_model_needs_the_schema_to_be_one_tree(schema: Schema) -> None:
     assert record_model(schema) is not None
 
 
-def _deep(schema_path: str, seed: dict[str, Any]) -> tuple[Schema, dict[str, Any]]:
+def _deep(seed: dict[str, Any]) -> tuple[Schema, dict[str, Any]]:
     """The default schema with the categories' scores three levels down, and a record to match."""
-    text = open(schema_path, encoding="utf-8").read()
+    text = DEFAULT_SCHEMA.read_text(encoding="utf-8")
     for teacher in ("codex", "gemma"):
         text = text.replace(f'"prediction.category_scores_{teacher}"',
                             f'"prediction.teachers.{teacher}.categories"')  # fmt: skip
@@ -190,9 +191,7 @@ def _deep(schema_path: str, seed: dict[str, Any]) -> tuple[Schema, dict[str, Any
     ],
 )
 def test_the_typed_path_reads_paths_nested_three_deep(seed_record: dict, change: dict) -> None:
-    from labeling.settings import DEFAULT_SCHEMA
-
-    schema, rec = _deep(str(DEFAULT_SCHEMA), seed_record)
+    schema, rec = _deep(seed_record)
     for path, value in change.items():
         rec = _set(rec, path, value)
     chunk = [(2, orjson.dumps(rec)), (3, orjson.dumps({**rec, "id": "W77"}))]
