@@ -135,7 +135,11 @@ def test_import_frame(tmp_path: Path) -> None:
     )
     assert re.search(r"\| SQLite \| re-import \(unchanged\) \| 300 \| .* \| 0/0/300/0 " + ratio,
                      out, re.M)  # fmt: skip
-    assert (tmp_path / "frame_300.jsonl").exists() and (tmp_path / "import_bench.db").exists()
+    frame = tmp_path / "frame_300_seed_version.jsonl"
+    assert frame.exists() and (tmp_path / "import_bench.db").exists()
+    # The real frame's model version on every line, as on a real frame (issue 16).
+    versions = {json.loads(line)["prediction"]["model_version"] for line in frame.open()}
+    assert versions == {"metacan-v3-hybrid-931329e0061c"}
 
 
 def test_tree_memory_sums_a_process_and_its_descendants() -> None:
