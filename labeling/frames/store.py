@@ -46,6 +46,8 @@ def write_batch(
     now = utcnow()
     new_works: list[Any] = []
     stale: list[dict[str, Any]] = []
+    changed: list[dict[str, Any]] = []  # the UPDATE's parameters, one dict a changed work
+    superseded: list[tuple[str, str | None]] = []  # (work, the model version it replaces)
     for p in decoded:
         # Only checked lines reach the store: they have an id and their row.
         assert p.work_id is not None and p.row is not None
@@ -64,9 +66,14 @@ def write_batch(
         cols = {k: v for k, v in encoder.decode(p.row).items() if k not in KEPT}
         cols.update(record_hash=p.digest, updated_at=now)
         if old.model_version != cols["model_version"]:
-            keep_superseded_prediction(conn, p.work_id, old.model_version, now)
-        conn.execute(update(Work).where(Work.id == p.work_id).values(**cols))
-        summary.updated += 1
+            superseded.append((p.work_id, old.model_version))
+        changed.append({"b_id": p.work_id, **cols})
+    if changed:
+        # Every changed work in one statement, after the predictions it replaces are kept: a
+        # statement each (and four for a new model version) took 0.9 ms a work.
+        keep_superseded_predictions(conn, superseded, now)
+        conn.execute(update(Work).where(Work.id == bindparam("b_id")), changed)
+        summary.updated += len(changed)
     if new_works:
         insert_encoded(conn, encoder, new_works)
         summary.inserted += len(new_works)
@@ -174,27 +181,35 @@ def stored_rows(
         cur.close()
 
 
-def keep_superseded_prediction(
-    conn: Connection, work_id: str, version: str | None, now: Any
+def keep_superseded_predictions(
+    conn: Connection, superseded: list[tuple[str, str | None]], now: Any
 ) -> None:
-    """Copy the prediction being replaced into predictions, once per (work, version)."""
-    version = version or UNVERSIONED
-    record = conn.execute(select(Work.record).where(Work.id == work_id)).scalar_one()
-    already = conn.execute(
-        select(Prediction.id).where(
-            Prediction.work_id == work_id, Prediction.model_version == version
-        )
-    ).first()
-    if already is None:
-        conn.execute(
-            insert(Prediction).values(
-                work_id=work_id,
-                model_version=version,
-                prediction=record.get("prediction"),
-                machine_scores=record.get("machine_scores"),
-                imported_at=now,
-            )
-        )
+    """Copy the predictions being replaced into predictions, once per (work, version).
+
+    superseded: (work id, the model version its stored record has), each work once.
+    """
+    if not superseded:
+        return
+    ids = [work_id for work_id, _ in superseded]
+    kept: set[tuple[str, str]] = set()
+    records: dict[str, Any] = {}
+    for start in range(0, len(ids), _MARKS):
+        part = ids[start : start + _MARKS]
+        query = select(Prediction.work_id, Prediction.model_version)
+        kept.update((w, v) for w, v in conn.execute(query.where(Prediction.work_id.in_(part))))
+        for work_id, record in conn.execute(select(Work.id, Work.record).where(Work.id.in_(part))):
+            records[work_id] = record
+    rows = []
+    for work_id, version in superseded:
+        version = version or UNVERSIONED
+        if (work_id, version) in kept:
+            continue
+        record = records[work_id]
+        rows.append({"work_id": work_id, "model_version": version, "imported_at": now,
+                     "prediction": record.get("prediction"),
+                     "machine_scores": record.get("machine_scores")})  # fmt: skip
+    if rows:
+        conn.execute(insert(Prediction), rows)
 
 
 def prediction_history(conn: Connection, work_id: str) -> dict[str, dict[str, Any]]:

@@ -105,6 +105,41 @@ def test_newer_frame_updates_machine_side_and_keeps_human_side(
     assert _count(engine, Prediction) == 2
 
 
+def test_a_newer_frame_updates_many_works_at_once(engine, schema, seed_record, tmp_path):
+    """New model version, same version retitled, unchanged and new works in one batch; then
+    back and forth: each replaced prediction kept once, none twice."""
+    seed_version = seed_record["prediction"]["model_version"]
+    old = [make_record(seed_record, f"W{i}") for i in range(1, 9)]
+    old_path = write_jsonl(tmp_path / "old.jsonl", old)
+    import_frame(engine, old_path, schema)
+    new = [json.loads(json.dumps(rec)) for rec in old]
+    for i, rec in enumerate(new[:5], start=1):
+        rec["title"] = f"T{i} again"
+        if i <= 3:
+            rec["prediction"]["model_version"] = "metacan-v4"
+    new_path = write_jsonl(tmp_path / "new.jsonl", [*new, make_record(seed_record, "W9")])
+    summary = import_frame(engine, new_path, schema)
+    assert (summary.inserted, summary.updated, summary.unchanged) == (1, 5, 3)
+    with read_session(engine) as s:
+        works = {w.id: (w.title, w.model_version) for w in s.scalars(select(Work))}
+        kept = sorted(tuple(r) for r in s.execute(select(Prediction.work_id,
+                                                         Prediction.model_version)))  # fmt: skip
+        history = prediction_history(s.connection(), "W2")
+    assert works["W1"] == ("T1 again", "metacan-v4")
+    assert works["W4"] == ("T4 again", seed_version)
+    assert works["W6"] == (old[5]["title"], seed_version)
+    assert kept == [(f"W{i}", seed_version) for i in (1, 2, 3)]
+    assert history[seed_version]["prediction"] == old[1]["prediction"]
+    assert history["metacan-v4"]["prediction"] == new[1]["prediction"]
+    # Back to the old frame, then the new one again: the v4 predictions are kept once too.
+    assert import_frame(engine, old_path, schema).updated == 5
+    assert import_frame(engine, new_path, schema).updated == 5
+    with read_session(engine) as s:
+        again = sorted(tuple(r) for r in s.execute(select(Prediction.work_id,
+                                                          Prediction.model_version)))  # fmt: skip
+    assert again == sorted([*kept, *((f"W{i}", "metacan-v4") for i in (1, 2, 3))])
+
+
 def _bad_lines(seed: dict) -> list[tuple[str, str]]:
     wrong_len = make_record(seed, "W3")
     wrong_len["prediction"]["category_scores_codex"] = [0.1] * 8
