@@ -19,17 +19,15 @@ import functools
 import multiprocessing as mp
 import os
 import signal
-import sys
 import threading
 import time
 import traceback
-import types
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor
 from concurrent.futures import wait as wait_futures
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from multiprocessing.synchronize import Barrier
 from typing import Any, TypeVar
@@ -42,13 +40,13 @@ from db.models import Work
 from labeling.errors import StorageError
 from labeling.export.plan import RANGE_SIZE, THRESHOLD, ExportPlan
 from labeling.export.table import GoldChunk, iter_tables
+from labeling.processes import plain_main
 
 __all__ = ["RANGE_SIZE", "THRESHOLD", "WORKER_HOOK", "WorkerError", "iter_tables_parallel"]
 
 START_TIMEOUT = 120.0  # seconds for workers to start (the first one starts the forkserver)
 JOIN_TIMEOUT = 10.0  # seconds for workers to open the snapshot (SQLite writers wait as long)
 WORKER_HOOK: Callable[[int], None] | None = None  # tests: called in a worker before each range
-_STARTING = threading.Lock()  # one export at a time swaps __main__ (see _plain_main)
 _T = TypeVar("_T")
 
 
@@ -96,7 +94,7 @@ def iter_tables_parallel(engine: Engine, plan: ExportPlan) -> Generator[GoldChun
     pool = _Pool(ProcessPoolExecutor(n, mp_context=ctx, initializer=_init, initargs=args))
     done = False
     try:
-        with _plain_main():  # the executor starts its processes in submit: all n here
+        with plain_main():  # the executor starts its processes in submit: all n here
             started = [pool.executor.submit(_connect) for _ in range(n)]
         pool.note_processes()
         pool.results(started, START_TIMEOUT, "start")
@@ -133,25 +131,6 @@ def _ranges(conn: Connection, plan: ExportPlan, size: int) -> Iterator[tuple[Any
 
 
 # ---------------------------------------------------------------- parent side
-
-
-@contextmanager
-def _plain_main() -> Iterator[None]:
-    """Hide __main__ from the workers while they start.
-
-    A started process re-runs the parent's main script unless told otherwise, and inside
-    Streamlit that is the page being run (it installs each page as __main__): a worker would
-    run the export page again. A bare module gives the workers nothing to re-run.
-    """
-    with _STARTING:
-        real = sys.modules.get("__main__")
-        bare = types.ModuleType("__main__")
-        sys.modules["__main__"] = bare
-        try:
-            yield
-        finally:  # another thread may have installed its own page meanwhile: keep that one
-            if sys.modules.get("__main__") is bare and real is not None:
-                sys.modules["__main__"] = real
 
 
 @dataclass

@@ -1,0 +1,33 @@
+"""The import's worker processes start without re-running the parent's main script."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from labeling.frames.importer import import_frame
+from tests.conftest import make_record, write_jsonl
+
+
+def test_workers_do_not_run_the_page_that_started_the_import(
+    sqlite_engine, schema, seed_record, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Streamlit installs the page it runs as __main__, with the page's file: a spawned
+    # worker ran that file again (an upload of a frame over 32 MB started workers).
+    ran = tmp_path / "ran"
+    page = tmp_path / "upload_page.py"
+    page.write_text(f"open({str(ran)!r}, 'w').write('the page ran in a worker')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    lines = [json.dumps(make_record(seed_record, f"W{i}")) for i in range(1, 300)]
+    path = write_jsonl(tmp_path / "frame.jsonl", lines)
+
+    summary = import_frame(sqlite_engine, path, schema, workers=2, batch_size=100)
+
+    assert summary.inserted == 299 and summary.rejected == 0
+    assert not ran.exists()
+    assert sys.modules["__main__"] is main  # put back once the workers started
