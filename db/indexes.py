@@ -46,17 +46,28 @@ def ensure_work_indexes(engine: Engine) -> None:
                 conn.exec_driver_sql(f"PRAGMA cache_size={int(cache)}")
 
 
-def defer_indexes(engine: Engine) -> list[Any]:
-    """Drop the works table's secondary indexes for a bulk load into an empty table.
+# The indexes a bulk load builds at its end rather than row by row: those whose keys come in
+# random order. The export's leads with (status, id), and a frame's ids come in any order: a
+# random B-tree insert a row. The others key on a column of few values (status, year, field;
+# the gold one is partial, and no work is gold at import) then the rowid, which grows: a new
+# row's entry goes at the end of its value's run, much as an append. Built after the load,
+# each of them cost a scan of the whole table: a 200k-work SQLite import spent 2.25 s on
+# the index builds with all five deferred, 1.35 s with the export's alone (bench/RESULTS.md,
+# issue 16, fourteenth pass); the load took as long either way.
+DEFERRED = frozenset({"ix_works_export"})
 
-    Building an index once after the load is several times cheaper than updating nine
-    B-trees in random order for every row; the caller recreates them at the end (and
+
+def defer_indexes(engine: Engine) -> list[Any]:
+    """Drop the works table's DEFERRED indexes for a bulk load into an empty table.
+
+    Building such an index once after the load is several times cheaper than inserting
+    into it in random order for every row; the caller recreates it at the end (and
     ensure_work_indexes does at the next start if this process is killed meanwhile).
     """
     with write_connection(engine) as conn:
         if conn.execute(select(Work.id).limit(1)).first() is not None:
             return []
-        indexes = work_indexes(conn.dialect.name)
+        indexes = [i for i in work_indexes(conn.dialect.name) if i.name in DEFERRED]
         for index in indexes:
             index.drop(conn)
     return indexes
