@@ -126,7 +126,7 @@ def test_import_frame(tmp_path: Path) -> None:
     assert re.search(r"^floor: 300 records read and decoded into typed msgspec Structs, one "
                      r"process, no database: [\d.]+ s \(0 not decoded; load [\d.]+-[\d.]+\)$",
                      out, re.M)  # fmt: skip
-    ratio = r"\| \d+ / \d+ / \d+ / \d+ s \| [\d.]+ \| [\d.]+-[\d.]+ \|$"
+    ratio = r"\| \d+ / \d+ / \d+ / \d+ s \| [\d.]+ s \| [\d.]+ \| [\d.]+-[\d.]+ \|$"
     assert re.search(
         r"\| SQLite \| import \| 300 \| [\d.]+ s \| [\d,]+/s \| \d+ MB \| \d+ MB \| \d+ MB \| "
         r"300/0/0/0 " + ratio,
