@@ -46,22 +46,20 @@ def ensure_work_indexes(engine: Engine) -> None:
                 conn.exec_driver_sql(f"PRAGMA cache_size={int(cache)}")
 
 
-# The indexes a bulk load builds at its end rather than row by row: those whose keys come in
-# random order. The export's leads with (status, id), and a frame's ids come in any order: a
-# random B-tree insert a row. The others key on a column of few values (status, year, field;
-# the gold one is partial, and no work is gold at import) then the rowid, which grows: a new
-# row's entry goes at the end of its value's run, much as an append. Built after the load,
-# each of them cost a scan of the whole table: a 200k-work SQLite import spent 2.25 s on
-# the index builds with all five deferred, 1.35 s with the export's alone (bench/RESULTS.md,
-# issue 16, fourteenth pass); the load took as long either way.
-DEFERRED = frozenset({"ix_works_export"})
+# The indexes a bulk load builds at its end rather than row by row. Each build scans the
+# whole table (4.4 GB at 1M works on SQLite): about a second each at 1M. Kept during the load
+# instead, status, year and field cost about as much in the writer (a 1M SQLite import: the
+# index builds 10.6-11.3 -> 6.3-6.5 s, the load 56.2-58.3 -> 62.3-63.5 s); the gold index is
+# partial and no work is gold at import, so keeping it costs nothing (bench/RESULTS.md,
+# issue 16, fourteenth pass).
+DEFERRED = frozenset({"ix_works_export", "ix_works_status", "ix_works_year", "ix_works_field"})
 
 
 def defer_indexes(engine: Engine) -> list[Any]:
     """Drop the works table's DEFERRED indexes for a bulk load into an empty table.
 
-    Building such an index once after the load is several times cheaper than inserting
-    into it in random order for every row; the caller recreates it at the end (and
+    Building such an index once after the load is cheaper than inserting into it for
+    every row (several times, for keys in random order); the caller recreates it at the end (and
     ensure_work_indexes does at the next start if this process is killed meanwhile).
     """
     with write_connection(engine) as conn:
