@@ -90,4 +90,5 @@ def test_labeling_shows_the_architecture() -> None:
         "numbers.py",
         "retrying.py",
         "collector.py",
+        "processes.py",
     }

@@ -47,7 +47,7 @@ from labeling.frames.lines import (
 from labeling.frames.machine_columns import machine_hash
 from labeling.frames.seen import SeenIds
 from labeling.frames.store import StoredCounts, work_encoder, write_batch
-from labeling.processes import plain_main
+from labeling.processes import spawned_pool
 from labeling.schema import Schema
 
 __all__ = ["FrameReadError", "ImportFailed", "ImportSummary", "Problem", "import_frame"]
@@ -207,18 +207,8 @@ def import_frame(
         ensure_work_indexes(engine)
         if size >= PARALLEL_MIN_BYTES and not strict:
             deferred = defer_indexes(engine)
-        if workers > 0:
-            pool = ProcessPoolExecutor(
-                max_workers=workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=init_worker,
-                initargs=(schema, encoder, engine_spec(engine)),
-            )
-            # The executor spawns a worker per task submitted until all are there: started
-            # later, one would re-run the parent's main script (inside Streamlit, the page).
-            with plain_main():
-                for _ in range(workers):
-                    pool.submit(int)
+        if workers > 0:  # started with a bare __main__: inside Streamlit, not the page again
+            pool = spawned_pool(workers, init_worker, (schema, encoder, engine_spec(engine)))
         look_up = _any_stored(engine)  # into an empty table no line can be unchanged
         if pool is None:
             chunks = _with_known(engine, iter_chunks(path), schema, look_up)
