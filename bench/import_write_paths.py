@@ -3,11 +3,12 @@
 Usage:
     .venv/bin/python bench/import_write_paths.py [--n 20000] [--repeat 3] [--pg URL] [--out DIR]
 
-Takes the first --n records of the bench frame (bench/out/frame_<n>.jsonl, written if
-missing), parses them once with the importer's own parse_chunk (rows built by
-db.bulk.RowEncoder, as the import's workers build them), then times only the writing of
-those rows into an empty works table without its secondary indexes (as a fresh import
-writes), commit included, --repeat times each, and prints the median:
+Takes the first --n records of the bench frame (bench/out/frame_<n>_seed_version.jsonl,
+bench/import_frame.py's, written if missing), parses them once with the importer's own
+parse_chunk (rows built by db.bulk.RowEncoder, as the import's workers build them), then
+times only the writing of those rows into an empty works table with the indexes a fresh
+import keeps (db.indexes.DEFERRED dropped), commit included, --repeat times each, and
+prints the median:
 
 - SQLite: `executemany` of the pre-built tuples (what the import does); ADBC
   (adbc-driver-sqlite) `adbc_ingest` of an Arrow table into a staging table, then one
@@ -40,6 +41,7 @@ from typing import Any  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
 
+from bench.import_frame import ensure_frame  # noqa: E402
 from db.bulk import RowEncoder, insert_encoded  # noqa: E402
 from db.engine import make_engine, upgrade, write_connection  # noqa: E402
 from db.indexes import defer_indexes  # noqa: E402
@@ -208,11 +210,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    frame = args.out / f"frame_{args.n}.jsonl"
-    if not frame.exists():
-        from labeling.frames.synth import write_synthetic_frame
-
-        write_synthetic_frame(frame, args.n, seed=0)
+    frame = ensure_frame(args.n, args.out)  # the import bench's, with the real model version
     sqlite_paths(frame, args.n, args.repeat, args.out)
     if args.pg:
         pg_paths(frame, args.n, args.repeat, args.pg)
