@@ -47,10 +47,10 @@ def ensure_work_indexes(engine: Engine) -> None:
 
 
 # The indexes a bulk load builds at its end rather than row by row. Each build scans the
-# whole table (4.4 GB at 1M works on SQLite): about a second each at 1M. Kept during the load
+# whole table (4.4 GB at 1M works on SQLite), one to two seconds at 1M. Kept during the load
 # instead, status, year and field cost about as much in the writer (a 1M SQLite import: the
 # index builds 10.6-11.3 -> 6.3-6.5 s, the load 56.2-58.3 -> 62.3-63.5 s); the gold index is
-# partial and no work is gold at import, so keeping it costs nothing (bench/RESULTS.md,
+# partial and no work is gold at import, so keeping it costs next to nothing (bench/RESULTS.md,
 # issue 16, fourteenth pass).
 DEFERRED = frozenset({"ix_works_export", "ix_works_status", "ix_works_year", "ix_works_field"})
 
@@ -58,9 +58,9 @@ DEFERRED = frozenset({"ix_works_export", "ix_works_status", "ix_works_year", "ix
 def defer_indexes(engine: Engine) -> list[Any]:
     """Drop the works table's DEFERRED indexes for a bulk load into an empty table.
 
-    Building such an index once after the load is cheaper than inserting into it for
-    every row (several times, for keys in random order); the caller recreates it at the end (and
-    ensure_work_indexes does at the next start if this process is killed meanwhile).
+    Building such an index once after the load is cheaper than inserting into it row by
+    row (several times, for keys in random order); the caller recreates them at the end
+    (and ensure_work_indexes does at the next start if this process is killed meanwhile).
     """
     with write_connection(engine) as conn:
         if conn.execute(select(Work.id).limit(1)).first() is not None:
