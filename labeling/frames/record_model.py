@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
+from msgspec.structs import astuple
 
 from labeling.frames import checks
 from labeling.frames.limits import COLUMN_SOURCES, column_rules
@@ -124,16 +124,12 @@ class Columns:
         return column
 
     def _read_level(self, parent: str) -> None:
-        """Every path under `parent` at once: one getter call a record for all its fields,
-        then the tuples turned into columns (3.8 -> 2.6 us a line, against a map a path)."""
-        paths = self.model.levels[parent]
-        getter = attrgetter(*(self.model.attrs[p] for p in paths))
-        records = self[parent]
-        if len(paths) == 1:  # a getter of one attribute gives the value, not a tuple
-            columns = [list(map(getter, records))]
-        else:
-            tuples = map(getter, records)
-            columns = [list(c) for c in zip(*tuples, strict=True)] or [[] for _ in paths]
+        """Every path under `parent` at once: each record's fields as one tuple, in C, then
+        the tuples turned into columns. Against a map a path 3.8 -> 2.6 us a line; astuple
+        instead of an attrgetter of every field, 1.38 -> 0.51 us for the record's level."""
+        paths = self.model.levels[parent]  # in the order of the Struct's fields
+        tuples = map(astuple, self[parent])
+        columns = [list(c) for c in zip(*tuples, strict=True)] or [[] for _ in paths]
         for path, column in zip(paths, columns, strict=True):
             empty = self.model.empty.get(path)
             if empty is not None:  # an absent object reads as one whose fields are all None
@@ -160,6 +156,9 @@ def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], p
         else:
             specs.append((attr, kind | None, None))
     specs.sort(key=lambda spec: len(spec) != 2)  # required fields first
+    # The level's paths in the Struct's own field order: astuple gives them so (Columns).
+    model["levels"][path] = tuple(f"{path}.{rename[spec[0]]}" if path else rename[spec[0]]
+                                  for spec in specs)  # fmt: skip
     return msgspec.defstruct(name, specs, rename=rename)
 
 
@@ -179,15 +178,12 @@ def _model(schema: Schema) -> RecordModel | None:
         if isinstance(node.get(last), dict):
             return None
         node[last] = kind
-    parts: dict[str, dict[str, Any]] = {"attrs": {}, "empty": {}, "types": {}}
+    parts: dict[str, dict[str, Any]] = {"attrs": {}, "empty": {}, "types": {}, "levels": {}}
     record = _struct("Record", tree, parts, "")
-    levels: dict[str, tuple[str, ...]] = {}
-    for path in parts["attrs"]:
-        parent = path.rpartition(".")[0]
-        levels[parent] = (*levels.get(parent, ()), path)
     return RecordModel(
-        msgspec.json.Decoder(record), parts["attrs"], parts["empty"], parts["types"], levels
-    )
+        msgspec.json.Decoder(record), parts["attrs"], parts["empty"], parts["types"],
+        parts["levels"],
+    )  # fmt: skip
 
 
 _models: dict[str, RecordModel | None] = {}
