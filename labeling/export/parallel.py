@@ -150,8 +150,15 @@ class _Pool:
     def share(self, n: int, token: str) -> None:
         """Hand every worker the snapshot token; return once each of them is inside it."""
         # The barrier holds each worker in its task until all n are in: one task per worker.
-        self.results([self.executor.submit(_join, token) for _ in range(n)], JOIN_TIMEOUT,
+        self.results([self.submit(_join, token) for _ in range(n)], JOIN_TIMEOUT,
                      "open the snapshot")  # fmt: skip
+
+    def submit(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
+        """A task; the death of a worker before it, as WorkerError (as result() says it)."""
+        try:
+            return self.executor.submit(fn, *args)
+        except BrokenProcessPool:  # a worker died while the ranges were being handed out
+            raise WorkerError(self._death()) from None
 
     def results(self, futures: list[Future[Any]], timeout: float, what: str) -> list[Any]:
         """The results of `futures`; WorkerError if one fails or they take over `timeout` s."""
@@ -183,7 +190,7 @@ class _Pool:
         """
         out: deque[Future[list[Any]]] = deque()
         for idx, (lo, hi) in enumerate(ranges):
-            out.append(self.executor.submit(_build, idx, lo, hi))
+            out.append(self.submit(_build, idx, lo, hi))
             if len(out) >= window:
                 yield _decode(self.result(out.popleft()))
         while out:

@@ -9,6 +9,7 @@ import sys
 import time
 import types
 from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, closing
 from functools import partial
 from pathlib import Path
@@ -266,6 +267,19 @@ def test_worker_death_raises(
     with pytest.raises(WorkerError, match="exit code 7"):
         _rows(chunks_of(many, schema, ExportFilters(), 2, **SMALL))
     assert_gone(worker_pids(folder))
+
+
+def test_a_worker_dead_before_a_range_is_handed_out_raises_worker_error() -> None:
+    # The race of test_worker_death_raises (CI saw it once on PostgreSQL): the executor had
+    # seen the worker die before the next submit, which raised BrokenProcessPool as it was.
+    class BrokenExecutor:
+        def submit(self, *args: Any) -> Any:
+            raise BrokenProcessPool("A child process terminated abruptly")
+
+    dead = types.SimpleNamespace(name="gold-export-42", exitcode=7)
+    pool = export_parallel._Pool(BrokenExecutor(), [dead])  # type: ignore[arg-type]
+    with pytest.raises(WorkerError, match=r"gold-export-42 exited unexpectedly \(exit code 7\)"):
+        next(pool.ordered(iter([("W1", "W9")]), window=2))
 
 
 def test_closing_early_ends_the_workers(many: Engine, schema: Schema, pids: Path) -> None:
