@@ -94,7 +94,6 @@ class RecordModel:
     """The record Struct type, its decoder, and where each dotted path is in a decoded one."""
 
     decoder: msgspec.json.Decoder[Any]
-    attrs: dict[str, str]  # dotted path -> its attribute name in its parent Struct
     empty: dict[str, Any]  # dotted path of a nested Struct -> an instance with every field None
     types: dict[str, Any]  # dotted path of a value -> its type in the model
     levels: dict[str, tuple[str, ...]]  # dotted path of a Struct ("" the record) -> its paths
@@ -145,7 +144,6 @@ def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], p
         attr = f"f{i}"
         rename[attr] = key
         sub = f"{path}.{key}" if path else key
-        model["attrs"][sub] = attr
         if isinstance(node, dict):
             kind = _struct(f"{name}_{i}", node, model, sub)
             model["empty"][sub] = kind()
@@ -178,12 +176,11 @@ def _model(schema: Schema) -> RecordModel | None:
         if isinstance(node.get(last), dict):
             return None
         node[last] = kind
-    parts: dict[str, dict[str, Any]] = {"attrs": {}, "empty": {}, "types": {}, "levels": {}}
+    parts: dict[str, dict[str, Any]] = {"empty": {}, "types": {}, "levels": {}}
     record = _struct("Record", tree, parts, "")
     return RecordModel(
-        msgspec.json.Decoder(record), parts["attrs"], parts["empty"], parts["types"],
-        parts["levels"],
-    )  # fmt: skip
+        msgspec.json.Decoder(record), parts["empty"], parts["types"], parts["levels"]
+    )
 
 
 _models: dict[str, RecordModel | None] = {}
