@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import sys
 import threading
@@ -34,16 +35,58 @@ def plain_main() -> Iterator[None]:
                 sys.modules["__main__"] = real
 
 
+# glibc's malloc parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+# Each chunk a worker parses takes a few MB (its lines, their records, the pickled result)
+# and frees them all before the next. By default glibc hands the heap's free top back to
+# the kernel once it passes a threshold that it moves with the blocks freed, and serves a
+# large block with an mmap of its own: a 200k import's processes called brk 3,210 times, and
+# its workers took 1.9 page faults a line for fresh zeroed pages (system time 1.0-1.2 s of
+# their 11-13 s of CPU; 0.3-0.5 s, 0.14 faults a line, with this).
+# Here blocks under 4 MB come from the heap (larger ones, as a pickle's growing output
+# buffer, are still mapped: mremap resizes them without a copy), and the heap keeps what it
+# reached, which is a worker's working set: about 85 MB (bench/RESULTS.md, issue 16,
+# fifteenth pass).
+_MMAP_MAX_BYTES = 4 << 20
+_TRIM_BYTES = 1 << 30
+
+
+def keep_heap() -> bool:
+    """Make this process keep the memory it frees for its next allocations (glibc only).
+
+    For a worker that allocates and frees the same few MB again and again; not for a
+    long-lived process whose peak should go back to the system. False where the C
+    library has no mallopt (not glibc) or refuses a value.
+    """
+    try:
+        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    except (OSError, TypeError):  # no C library to open by None (Windows)
+        return False
+    if mallopt is None:
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX_BYTES)) & bool(
+        mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)
+    )
+
+
+def _start_worker(initializer: Callable[..., None], initargs: tuple[Any, ...]) -> None:
+    """A spawned_pool worker's start: keep_heap, then the pool's own initializer."""
+    keep_heap()
+    initializer(*initargs)
+
+
 def spawned_pool(
     workers: int, initializer: Callable[..., None], initargs: tuple[Any, ...]
 ) -> ProcessPoolExecutor:
     """A pool of `workers` spawned processes, all started now, under plain_main.
 
     The executor spawns a worker per task submitted until all are there: one started later,
-    outside plain_main, would re-run the parent's main script.
+    outside plain_main, would re-run the parent's main script. Each worker keeps its heap
+    (keep_heap) before `initializer` runs.
     """
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(workers, context, initializer, initargs)
+    pool = ProcessPoolExecutor(workers, context, _start_worker, (initializer, initargs))
     with plain_main():
         for _ in range(workers):
             pool.submit(int)

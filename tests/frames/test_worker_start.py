@@ -9,7 +9,9 @@ import types
 import pytest
 
 from labeling.frames.importer import import_frame
+from labeling.processes import keep_heap, spawned_pool
 from tests.conftest import make_record, write_jsonl
+from tests.frames import heap_probe
 
 
 def test_workers_do_not_run_the_page_that_started_the_import(
@@ -31,3 +33,16 @@ def test_workers_do_not_run_the_page_that_started_the_import(
     assert summary.inserted == 299 and summary.rejected == 0
     assert not ran.exists()
     assert sys.modules["__main__"] is main  # put back once the workers started
+
+
+@pytest.mark.skipif(not keep_heap(), reason="glibc's mallopt only")
+def test_a_worker_keeps_the_memory_it_frees_for_its_next_chunk() -> None:
+    # By default glibc hands a heap's free top back to the kernel past 128 KB: every chunk a
+    # worker parsed then took its few MB again as fresh pages, one page fault each.
+    pool = spawned_pool(1, heap_probe.nothing, ())
+    try:
+        grown, kept = pool.submit(heap_probe.heap_after_free).result()
+    finally:
+        pool.shutdown()
+    assert grown >= 150_000_000
+    assert kept >= 150_000_000
