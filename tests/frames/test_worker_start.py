@@ -1,13 +1,16 @@
-"""The import's worker processes start without re-running the parent's main script."""
+"""The import's worker processes start without re-running the parent's main script, and keep
+their heap."""
 
 from __future__ import annotations
 
 import json
+import platform
 import sys
 import types
 
 import pytest
 
+from labeling import processes
 from labeling.frames.importer import import_frame
 from labeling.processes import keep_heap, spawned_pool
 from tests.conftest import make_record, write_jsonl
@@ -35,10 +38,11 @@ def test_workers_do_not_run_the_page_that_started_the_import(
     assert sys.modules["__main__"] is main  # put back once the workers started
 
 
-@pytest.mark.skipif(not keep_heap(), reason="glibc's mallopt only")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt only")
 def test_a_worker_keeps_the_memory_it_frees_for_its_next_chunk() -> None:
-    # By default glibc hands a heap's free top back to the kernel past 128 KB: every chunk a
-    # worker parsed then took its few MB again as fresh pages, one page fault each.
+    # By default glibc hands a heap's free top back to the kernel past a threshold (128 KB,
+    # raised by the blocks freed, at most 64 MB): each chunk a worker parsed took its few MB
+    # again as fresh pages, one page fault each.
     pool = spawned_pool(1, heap_probe.nothing, ())
     try:
         grown, kept = pool.submit(heap_probe.heap_after_free).result()
@@ -46,3 +50,22 @@ def test_a_worker_keeps_the_memory_it_frees_for_its_next_chunk() -> None:
         pool.shutdown()
     assert grown >= 150_000_000
     assert kept >= 150_000_000
+
+
+class _NoMallopt:
+    """A C library without mallopt (musl, macOS)."""
+
+    def __init__(self, name: None) -> None:
+        pass
+
+
+def _no_library(name: None) -> None:
+    raise TypeError("no C library to open by None (Windows)")
+
+
+@pytest.mark.parametrize("library", [_NoMallopt, _no_library], ids=["no mallopt", "no C library"])
+def test_keep_heap_is_false_and_harmless_without_glibc(
+    library, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(processes.ctypes, "CDLL", library)
+    assert keep_heap() is False
