@@ -65,9 +65,9 @@ def keep_heap() -> bool:
     if mallopt is None:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX_BYTES)) & bool(
-        mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)
-    )
+    mapped_from = mallopt(_M_MMAP_THRESHOLD, _MMAP_MAX_BYTES)
+    trimmed_from = mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)
+    return bool(mapped_from and trimmed_from)
 
 
 def _start_worker(initializer: Callable[..., None], initargs: tuple[Any, ...]) -> None:

@@ -35,4 +35,3 @@ def heap_after_free() -> tuple[int, int]:
 
 def nothing() -> None:
     """A pool initializer with nothing to set up."""
-    pass

@@ -53,7 +53,7 @@ def test_a_worker_keeps_the_memory_it_frees_for_its_next_chunk() -> None:
 
 
 class _NoMallopt:
-    """A C library without mallopt (musl, macOS)."""
+    """A C library without mallopt (macOS's)."""
 
     def __init__(self, name: None) -> None:
         pass
