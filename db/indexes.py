@@ -47,12 +47,12 @@ def ensure_work_indexes(engine: Engine) -> None:
 
 
 # The indexes a bulk load builds at its end rather than row by row. Each build scans the
-# whole table (4.4 GB at 1M works on SQLite), one to two seconds at 1M. Kept during the load
-# instead, status, year and field cost about as much in the writer (a 1M SQLite import: the
-# index builds 10.6-11.3 -> 6.3-6.5 s, the load 56.2-58.3 -> 62.3-63.5 s); the gold index is
-# partial and no work is gold at import, so keeping it costs next to nothing (bench/RESULTS.md,
-# issue 16, fourteenth pass).
-DEFERRED = frozenset({"ix_works_export", "ix_works_status", "ix_works_year", "ix_works_field"})
+# whole table (3.5 GB at 1M works on SQLite), one to two seconds at 1M. Kept during the load
+# instead, year and field cost about as much in the writer (a 1M SQLite import: the index
+# builds 10.6-11.3 -> 6.3-6.5 s, the load 56.2-58.3 -> 62.3-63.5 s, with status kept too).
+# The gold and export indexes are partial, and no work comes gold or validated: an import
+# writes nothing to them (bench/RESULTS.md, issue 16, fourteenth and sixteenth passes).
+DEFERRED = frozenset({"ix_works_status", "ix_works_year", "ix_works_field"})
 
 
 def defer_indexes(engine: Engine) -> list[Any]:

@@ -23,7 +23,14 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from db.types import JSONText, UTCDateTime
-from labeling.vocabulary import ROLES, RUN_DONE, SSO_KINDS, STATUS_UNVALIDATED, STATUSES
+from labeling.vocabulary import (
+    ROLES,
+    RUN_DONE,
+    SSO_KINDS,
+    STATUS_UNVALIDATED,
+    STATUS_VALIDATED,
+    STATUSES,
+)
 
 # Constraint names are fixed from day one so that migrations can name what they alter
 # on both SQLite (batch mode) and PostgreSQL.
@@ -126,11 +133,18 @@ class Work(Base):
             postgresql_where=text("is_gold"),
         ),  # fmt: skip
         # SQLite keeps a 3 KB record inline, one row per page: a gold-set export would read
-        # the whole table. This covering index holds what the export reads, for one status
-        # in id order (the export's default is the validated works only).
-        # PostgreSQL moves the record out of line (TOAST) and would refuse long titles in a
-        # B-tree entry, so the index exists on SQLite only (see EXPORT_INDEX_DIALECTS).
-        Index("ix_works_export", *EXPORT_INDEX_COLUMNS, info={"dialects": ("sqlite",)}),
+        # the whole table. This covering index holds what the export reads of the validated
+        # works, in id order: the export's default, the evaluation report and the Monitor read
+        # them with `status = 'human_validated'`, the term SQLite needs to use a partial index.
+        # The works a frame brings are never validated, so an import writes none of it
+        # (migration 0016_export_index_validated_only). PostgreSQL moves the record out of line
+        # (TOAST) and would refuse long titles in a B-tree entry: the index is SQLite's only.
+        Index(
+            "ix_works_export",
+            *EXPORT_INDEX_COLUMNS,
+            sqlite_where=text(f"status = '{STATUS_VALIDATED}'"),
+            info={"dialects": ("sqlite",)},
+        ),
     )
 
 
