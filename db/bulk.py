@@ -8,7 +8,7 @@ from operator import itemgetter
 from typing import Any
 
 import orjson
-from sqlalchemy import JSON, ColumnDefault, Connection, DateTime, Table
+from sqlalchemy import JSON, Boolean, ColumnDefault, Connection, DateTime, Table
 from sqlalchemy.types import TypeDecorator
 
 from db.copy_binary import SIGNATURE, TRAILER, column_kind, read_row, rows_from_columns
@@ -121,6 +121,13 @@ def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> N
         cur.close()
 
 
+def _bound_as_is(value: Any) -> Any:
+    """A flag as the integer SQLite stores, a packed BLOB as a bytearray (see RowEncoder)."""
+    if value is None:
+        return None
+    return bytearray(value) if isinstance(value, bytes) else int(value)
+
+
 class RowEncoder:
     """Builds a table's rows ready to write, so the writing process does no per-value work.
 
@@ -129,26 +136,42 @@ class RowEncoder:
     db/copy_binary.py) for `COPY ... FROM STDIN (FORMAT BINARY)`. Columns a row's dict lacks
     take their Python-side default (the `now` given for timestamps), or NULL. Picklable:
     built once per worker process.
+
+    On SQLite a flag is the integer 0 or 1 and a packed value a bytearray, which is what
+    SQLite stores for them anyway: Python 3.11's sqlite3 binds a bool or a bytes value only
+    after looking for an adapter, and the lookup raises and formats an AttributeError each
+    time (about 1 us a value here, four of them in a works row; bench/RESULTS.md, issue 16,
+    sixteenth pass). A NULL goes the same way: columns no row sets can be left out (`unset`).
     """
 
-    def __init__(self, table: Table, dialect: str) -> None:
+    def __init__(self, table: Table, dialect: str, unset: Sequence[str] = ()) -> None:
+        """unset: columns no row ever has a value for, left out of every row (they are
+        nullable and have no default, so they stay NULL)."""
+        for name in unset:
+            column = table.c[name]
+            if not column.nullable or column.default is not None:
+                raise ValueError(f"{table.name}.{name} cannot be left unset: it needs a value")
+        columns = [c for c in table.columns if c.name not in unset]
         self.table_name, self.dialect = table.name, dialect
-        self.keys = tuple(c.name for c in table.columns)
+        self.keys = tuple(c.name for c in columns)
         self.defaults: list[Any] = []
         self.json_at: list[int] = []
         self.packed_at: list[int] = []  # JSON columns stored packed (JSONText on SQLite)
         self.time_at: list[int] = []
-        for i, col in enumerate(table.columns):
+        self.flag_at: list[int] = []  # Boolean columns, bound as integers on SQLite
+        for i, col in enumerate(columns):
             impl = col.type.impl if isinstance(col.type, TypeDecorator) else col.type
             default = col.default if isinstance(col.default, ColumnDefault) else None
             if isinstance(impl, DateTime):
                 self.time_at.append(i)
+            elif isinstance(impl, Boolean):
+                self.flag_at.append(i)
             elif _packed(col, dialect):
                 self.packed_at.append(i)
             elif isinstance(impl, JSON):
                 self.json_at.append(i)
             self.defaults.append(None if default is None or default.is_callable else default.arg)
-        self.kinds = [column_kind(c) for c in table.columns] if dialect == "postgresql" else []
+        self.kinds = [column_kind(c) for c in columns] if dialect == "postgresql" else []
         self._at = {k: i for i, k in enumerate(self.keys)}
         self._untimed = tuple(k for i, k in enumerate(self.keys) if i not in self.time_at)
 
@@ -168,7 +191,9 @@ class RowEncoder:
                 if v is not None and not isinstance(v, str):
                     values[i] = v.decode() if isinstance(v, bytes) else orjson.dumps(v).decode()
             for i in self.packed_at:
-                values[i] = _pack(values[i])
+                values[i] = _bound_as_is(_pack(values[i]))
+            for i in self.flag_at:
+                values[i] = _bound_as_is(values[i])
             for i in self.time_at:
                 if values[i] is None:
                     values[i] = stamp
@@ -194,7 +219,9 @@ class RowEncoder:
                        else v.decode() if isinstance(v, bytes) else orjson.dumps(v).decode()
                        for v in col]  # fmt: skip
             elif i in self.packed_at:
-                col = [_pack(v) for v in col]
+                col = [_bound_as_is(_pack(v)) for v in col]
+            elif i in self.flag_at:
+                col = [_bound_as_is(v) for v in col]
             elif i in self.time_at:
                 col = [stamp if v is None else v for v in col]
             lists.append(col)
@@ -245,6 +272,8 @@ class RowEncoder:
                 value = RawJSON(value)
             elif value is not None and i in self.packed_at:
                 value = RawJSON(unpack_json(value))
+            elif value is not None and i in self.flag_at:
+                value = bool(value)
             out[k] = value
         return out
 

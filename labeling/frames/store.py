@@ -127,7 +127,7 @@ _encoders: dict[str, RowEncoder] = {}
 def work_encoder(dialect: str) -> RowEncoder:
     """The works table's row encoder for a dialect (one per process)."""
     if dialect not in _encoders:
-        _encoders[dialect] = RowEncoder(Work.__table__, dialect)
+        _encoders[dialect] = RowEncoder(Work.__table__, dialect, unset=UNSET)
     return _encoders[dialect]
 
 
@@ -149,6 +149,8 @@ _STORED = ("id", "record_hash", "model_version", "machine_hash", "import_warning
 _MACHINE = ("machine", "machine_hash", "import_warnings")
 # The works columns a re-import never overwrites: the human side, and when it first came.
 KEPT = frozenset({"status", "final_answers", "validated_via", "is_gold", "imported_at"})
+# The human side a new work starts without: left out of the rows, NULL.
+UNSET = ("final_answers", "validated_via")
 
 
 def stored_rows(

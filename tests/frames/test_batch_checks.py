@@ -228,3 +228,27 @@ def test_a_number_too_large_for_a_double_never_takes_the_typed_path(
     [fast] = typed_chunk([(2, line)], schema)
     assert fast is None
     assert lines._parse_line(2, line, schema, None).errors
+
+
+def test_a_number_too_large_after_a_hex_digest_is_still_found(schema: Schema) -> None:
+    """The search goes on past an "e000" that ends no number (a digest in a string)."""
+    line = b'{"id": "W9", "v": "hybrid-931329e0061c", "w": "e000x", "unknown": [1e400]}'
+    assert typed_chunk([(2, line.replace(b"1e400", b"1"))], schema) != [None]
+    assert typed_chunk([(2, line)], schema) == [None]
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_with_an_encoder_a_line_must_still_be_utf8(
+    schema: Schema, seed_record: dict, dialect: str
+) -> None:
+    """An encoder's rows keep the line's bytes, not its text: non-ASCII UTF-8 is taken, and
+    a line that is not UTF-8 still goes the detailed way."""
+    from db.bulk import RowEncoder
+    from db.models import Work
+
+    encoder = RowEncoder(Work.__table__, dialect)
+    accented = orjson.dumps({**seed_record, "title": "Études über Zählungen"})
+    [fast] = typed_chunk([(2, accented)], schema, encoder)
+    assert fast is not None and fast[3] is None and fast[5] is not None
+    broken = accented.replace("É".encode(), b"\xff")
+    assert typed_chunk([(2, broken)], schema, encoder) == [None]

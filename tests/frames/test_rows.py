@@ -80,6 +80,52 @@ def test_encoded_rows_store_what_bulk_insert_stored(
         assert "updated_at" not in old.columns  # type: ignore[operator]
 
 
+def _raw(engine: Engine) -> list[tuple[Any, ...]]:
+    """The works rows as the driver reads them (SQLite: no bool, no JSON parsed)."""
+    with engine.connect() as conn:
+        return [tuple(r) for r in conn.exec_driver_sql("SELECT * FROM works ORDER BY id")]
+
+
+def test_the_import_s_rows_store_the_very_values_bulk_insert_stored(
+    engine: Engine, schema: Schema, seed_record: dict[str, Any]
+) -> None:
+    """Flags bound as integers, records as bytearrays, the human side left out: the database
+    holds the same values, of the same types, as from the rows bulk_insert wrote."""
+    parsed = parse_chunk(_lines(seed_record), schema)
+    with write_connection(engine) as conn:
+        bulk_insert(conn, Work.__table__, _old_rows(parsed))
+    before = _raw(engine)
+    with write_connection(engine) as conn:
+        conn.execute(delete(Work))
+    encoder = store.work_encoder(engine.dialect.name)
+    assert not {"final_answers", "validated_via"} & set(encoder.keys)
+    fresh = parse_chunk(_lines(seed_record), schema, None, encoder)
+    for p in fresh:
+        assert p.row is not None
+        if engine.dialect.name == "sqlite":
+            flags = [p.row[encoder.keys.index(k)] for k in ("is_gold", "is_retracted")]
+            assert isinstance(p.row[encoder.keys.index("record")], bytearray)
+            assert all(type(v) is int for v in flags if v is not None)
+    with write_connection(engine) as conn:
+        insert_encoded(conn, encoder, [p.row for p in fresh])
+    stamps = [i for i, c in enumerate(Work.__table__.columns) if c.name.endswith("_at")]
+    strip = lambda rows: [tuple(v for i, v in enumerate(r) if i not in stamps) for r in rows]  # noqa: E731
+    assert strip(_raw(engine)) == strip(before)
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            kinds = conn.exec_driver_sql(
+                "SELECT DISTINCT typeof(is_gold), typeof(record), typeof(final_answers), "
+                "typeof(validated_via) FROM works"
+            ).all()
+        assert kinds == [("integer", "blob", "null", "null")]
+
+
+def test_only_a_nullable_column_without_a_default_may_be_left_unset() -> None:
+    for column in ("status", "id", "is_gold"):
+        with pytest.raises(ValueError, match=f"works.{column} cannot be left unset"):
+            RowEncoder(Work.__table__, "sqlite", unset=[column])
+
+
 def test_parse_chunk_with_an_encoder_keeps_everything_else(
     engine: Engine, schema: Schema, seed_record: dict[str, Any]
 ) -> None:
