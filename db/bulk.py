@@ -140,7 +140,7 @@ class RowEncoder:
     On SQLite a flag is the integer 0 or 1 and a packed value a bytearray, which is what
     SQLite stores for them anyway: Python 3.11's sqlite3 binds a bool or a bytes value only
     after looking for an adapter, and the lookup raises and formats an AttributeError each
-    time (about 1 us a value here, four of them in a works row; bench/RESULTS.md, issue 16,
+    time (1-2 us a value here, four of them in a works row; bench/RESULTS.md, issue 16,
     sixteenth pass). A NULL goes the same way: columns no row sets can be left out (`unset`).
     """
 

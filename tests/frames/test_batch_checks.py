@@ -231,7 +231,7 @@ def test_a_number_too_large_for_a_double_never_takes_the_typed_path(
 
 
 def test_a_number_too_large_after_a_hex_digest_is_still_found(schema: Schema) -> None:
-    """The search goes on past an "e000" that ends no number (a digest in a string)."""
+    """An "e000" that ends no number (a digest in a string) hides no later one that does."""
     line = b'{"id": "W9", "v": "hybrid-931329e0061c", "w": "e000x", "unknown": [1e400]}'
     assert typed_chunk([(2, line.replace(b"1e400", b"1"))], schema) != [None]
     assert typed_chunk([(2, line)], schema) == [None]
