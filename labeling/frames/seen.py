@@ -7,6 +7,8 @@ merged every MERGE ids into one sorted numpy array (about 8 MB for a million).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 MERGE = 1 << 16
@@ -27,6 +29,21 @@ def _key(work_id: str) -> int | None:
     return None
 
 
+# Ids joined by newlines, each one _key takes: the whole chunk is matched and split in C.
+_ALL_NUMBERED = re.compile(rf"(?:W(?:0|[1-9][0-9]{{0,{_MAX_DIGITS - 1}}})\n)*").fullmatch
+
+
+def _keys(ids: list[str]) -> list[int | None]:
+    """_key of each id; a chunk of ids that are all `W` and digits at once (1.1 -> 0.4 us an
+    id), else one by one."""
+    joined = "\n".join(ids) + "\n"
+    if ids and _ALL_NUMBERED(joined):
+        numbers: list[int | None] = list(map(int, joined[1:-1].split("\nW")))
+        if len(numbers) == len(ids):  # else an id held a newline: see them one by one
+            return numbers
+    return [_key(work_id) for work_id in ids]
+
+
 class SeenIds:
     """A set of work ids that only grows (see the module docstring)."""
 
@@ -44,7 +61,7 @@ class SeenIds:
 
         One vectorised search of the sorted array for all of them, not one numpy call each.
         """
-        keys = [_key(work_id) for work_id in ids]
+        keys = _keys(ids)
         numbers = [k for k in keys if k is not None]
         merged = self._sorted
         if merged.size and numbers:

@@ -14,7 +14,7 @@ _ids = st.one_of(
     st.integers(0, 999).map(lambda n: f"W0{n}"),  # leading zeros: W012 is not W12
     st.integers(0, 50).map(lambda n: f"W{n}"),  # small: many repeats
     st.text(min_size=1, max_size=6),  # anything else
-    st.sampled_from(["W", "W１２", "w12", "W-1", "W1.0"]),
+    st.sampled_from(["W", "W１２", "w12", "W-1", "W1.0", "W1\nW2", "W3\n", ""]),
 )
 
 
@@ -69,3 +69,13 @@ def test_a_million_ids_take_little_memory() -> None:
         tracemalloc.stop()
     assert not s.add("W4000000037")
     assert size < 12_000_000  # a set of these strings: about 19 MB
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [["W1", "W20", "W0", "W999999999999999999"], ["W1\nW2"], ["W1", "W01"], ["W1\nW2", "W3"],
+     ["W1234567890123456789"], [], ["W5", ""]],
+)  # fmt: skip
+def test_a_chunk_s_keys_are_each_id_s_key(ids: list[str]) -> None:
+    """All at once where every id is W and digits, one by one otherwise: the same keys."""
+    assert seen._keys(ids) == [seen._key(w) for w in ids]
