@@ -121,11 +121,15 @@ def bulk_insert(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> N
         cur.close()
 
 
-def _bound_as_is(value: Any) -> Any:
-    """A flag as the integer SQLite stores, a packed BLOB as a bytearray (see RowEncoder)."""
-    if value is None:
-        return None
-    return bytearray(value) if isinstance(value, bytes) else int(value)
+def _flag(value: Any) -> int | None:
+    """A flag as the integer SQLite stores (see RowEncoder)."""
+    return None if value is None else int(value)
+
+
+def _blob(value: Any) -> bytearray | None:
+    """A JSONText value packed, as a bytearray (see RowEncoder)."""
+    packed = _pack(value)
+    return None if packed is None else bytearray(packed)
 
 
 class RowEncoder:
@@ -191,9 +195,9 @@ class RowEncoder:
                 if v is not None and not isinstance(v, str):
                     values[i] = v.decode() if isinstance(v, bytes) else orjson.dumps(v).decode()
             for i in self.packed_at:
-                values[i] = _bound_as_is(_pack(values[i]))
+                values[i] = _blob(values[i])
             for i in self.flag_at:
-                values[i] = _bound_as_is(values[i])
+                values[i] = _flag(values[i])
             for i in self.time_at:
                 if values[i] is None:
                     values[i] = stamp
@@ -219,9 +223,9 @@ class RowEncoder:
                        else v.decode() if isinstance(v, bytes) else orjson.dumps(v).decode()
                        for v in col]  # fmt: skip
             elif i in self.packed_at:
-                col = [_bound_as_is(_pack(v)) for v in col]
+                col = [_blob(v) for v in col]
             elif i in self.flag_at:
-                col = [_bound_as_is(v) for v in col]
+                col = [_flag(v) for v in col]
             elif i in self.time_at:
                 col = [stamp if v is None else v for v in col]
             lists.append(col)
