@@ -282,6 +282,61 @@ class RowEncoder:
         return out
 
 
+def insert_new_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any],
+                       key: str) -> list[int]:  # fmt: skip
+    """Insert the rows (built by `encoder`) whose primary key `key` is not stored yet.
+
+    Returns the positions of the rows not inserted because their key was stored (by
+    another writer), for the caller to update instead. Rows repeating a key among
+    themselves are the caller's error (RuntimeError on SQLite).
+
+    On SQLite, one INSERT ... ON CONFLICT DO NOTHING a row, and the stored keys are those
+    found at a rowid from before it. In a savepoint instead, SQLite copied every page the
+    rows touched that existed before it (the primary key's index pages, as the keys come
+    in random order) into a statement journal, a file: 3.3 GB over a 1M import
+    (bench/RESULTS.md, issue 16, seventeenth pass). On PostgreSQL, COPY in a savepoint
+    (cheap there): on a conflict nothing is inserted and every position comes back.
+    """
+    if not rows:
+        return []
+    if encoder.dialect == "postgresql":
+        dbapi = conn.dialect.dbapi
+        assert dbapi is not None
+        try:
+            with conn.begin_nested():
+                insert_encoded(conn, encoder, rows)
+        except dbapi.IntegrityError:
+            return list(range(len(rows)))
+        return []
+    dbapi_conn = conn.connection.driver_connection
+    assert dbapi_conn is not None  # only a closed or invalidated pool entry has none
+    table = f'"{encoder.table_name}"'
+    last = dbapi_conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+    cols = ", ".join(f'"{k}"' for k in encoder.keys)
+    marks = ", ".join("?" for _ in encoder.keys)
+    cur = dbapi_conn.cursor()
+    try:
+        cur.executemany(f'INSERT INTO {table} ({cols}) VALUES ({marks}) '
+                        f'ON CONFLICT ("{key}") DO NOTHING', rows)  # fmt: skip
+        inserted = cur.rowcount
+    finally:
+        cur.close()
+    if inserted == len(rows):
+        return []
+    at = encoder.keys.index(key)
+    keys = [row[at] for row in rows]
+    stored: set[Any] = set()
+    for i in range(0, len(keys), 500):  # under SQLite's limit of bound values
+        part = keys[i : i + 500]
+        stored.update(k for (k,) in dbapi_conn.execute(
+            f'SELECT "{key}" FROM {table} WHERE rowid <= ? AND "{key}" IN '
+            f'({", ".join("?" for _ in part)})', [last, *part]))  # fmt: skip
+    skipped = [i for i, k in enumerate(keys) if k in stored]
+    if len(skipped) != len(rows) - inserted:
+        raise RuntimeError(f"{encoder.table_name}: two of the rows have the same {key}")
+    return skipped
+
+
 def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> None:
     """Insert rows built by `encoder` (same table, same dialect) in the caller's transaction."""
     if not rows:

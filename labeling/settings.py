@@ -59,7 +59,12 @@ class Settings(BaseSettings):
         default=120, description="A login session expires after this many idle minutes."
     )
     import_batch_size: int = Field(
-        default=5_000, description="Records per transaction when importing a frame."
+        default=20_000,
+        ge=1,
+        description=(
+            "Records per transaction when importing a frame (handed to the writer 5,000 at a"
+            " time whatever this is, so memory does not grow with it)."
+        ),
     )
     export_processes: int | None = Field(
         default=None,

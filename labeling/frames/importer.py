@@ -55,6 +55,9 @@ __all__ = ["FrameReadError", "ImportFailed", "ImportSummary", "Problem", "import
 MAX_PROBLEMS_KEPT = 1000
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 BINARY_RUN = 3  # lines in a row that are not text: the file is not a frame, stop
+# Lines handed to the writer at a time: a transaction (batch_size lines) may take several,
+# so that memory holds two of these whatever the batch size (see BatchWriter).
+HANDOFF_LINES = 5000
 
 
 @dataclass
@@ -161,7 +164,7 @@ def import_frame(
     *,
     strict: bool = False,
     report_path: str | Path | None = None,
-    batch_size: int = 5000,
+    batch_size: int = 20_000,
     progress: bool | None = None,
     workers: int | None = None,
 ) -> ImportSummary:
@@ -344,15 +347,18 @@ class _Writer:
                  reporter: _Reporter, strict: bool, batch_size: int,
                  fresh: bool) -> None:  # fmt: skip
         self.conn, self.summary, self.reporter = conn, summary, reporter
-        self.strict, self.batch_size, self.fresh = strict, batch_size, fresh
+        self.strict, self.fresh = strict, fresh
+        self.handoff = min(batch_size, HANDOFF_LINES)
         self.seen = SeenIds()
         self.first: Iterator[bool] = iter(())  # see write()
         self.batch: list[Parsed] = []
         self.binary: list[Parsed] = []  # the current run of lines that are not text
         self.any_line = self.any_text = False
         self.pending = StoredCounts()  # written in the strict transaction, not yet committed
-        # Outside --strict, each batch commits on its own, written while the next one fills.
-        self.writer = None if conn is not None else BatchWriter(engine, fresh, summary.add)
+        # Outside --strict, batch_size lines a transaction, written while the next ones fill.
+        self.writer = (
+            None if conn is not None else BatchWriter(engine, fresh, summary.add, batch_size)
+        )
 
     def write(self, parsed_chunks: Iterator[tuple[list[Parsed], int]], bar: tqdm) -> None:
         """Write every parsed line, then the last batch; return once all are committed."""
@@ -430,7 +436,7 @@ class _Writer:
         if self.strict and summary.rejected:
             return  # aborting: keep checking so every bad line is reported
         self.batch.append(p)
-        if len(self.batch) >= self.batch_size:
+        if len(self.batch) >= self.handoff:
             self._flush()
 
     def _flush(self) -> None:

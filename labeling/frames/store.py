@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from db.bulk import RowEncoder, insert_encoded
+from db.bulk import RowEncoder, insert_encoded, insert_new_encoded
 from db.models import Prediction, Work, utcnow
 
 if TYPE_CHECKING:
@@ -37,7 +37,9 @@ def write_batch(
     decoded = [p for p in batch if not p.known]
     summary.unchanged += len(batch) - len(decoded)
     encoder = work_encoder(conn.dialect.name)
-    if not decoded or (fresh and _insert_all(conn, encoder, decoded, summary)):
+    if fresh and decoded:
+        decoded = _insert_all(conn, encoder, decoded, summary)
+    if not decoded:
         return
     add_rows(decoded, encoder)  # lines parsed without an encoder (in this process)
     # Only checked lines reach the store: each has its id.
@@ -88,21 +90,15 @@ def write_batch(
 
 def _insert_all(
     conn: Connection, encoder: RowEncoder, decoded: list[Parsed], summary: StoredCounts
-) -> bool:
-    """Insert every line's row in a savepoint, without a lookup (an id is never repeated
-    within a file, the writer rejects the repeats). False, with nothing written, when an id
-    is stored after all (another writer since the import started): then they are looked up.
+) -> list[Parsed]:
+    """Insert every line's row without looking its id up first (an id is never repeated
+    within a file, the writer rejects the repeats); the lines whose id is stored after all
+    (another writer since the import started) come back, not inserted, to be looked up.
     """
     add_rows(decoded, encoder)
-    dbapi = conn.dialect.dbapi
-    assert dbapi is not None
-    try:
-        with conn.begin_nested():
-            insert_encoded(conn, encoder, [p.row for p in decoded])
-    except dbapi.IntegrityError:
-        return False
-    summary.inserted += len(decoded)
-    return True
+    skipped = insert_new_encoded(conn, encoder, [p.row for p in decoded], "id")
+    summary.inserted += len(decoded) - len(skipped)
+    return [decoded[i] for i in skipped]
 
 
 def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:

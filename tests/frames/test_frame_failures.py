@@ -199,6 +199,35 @@ def test_no_batch_after_a_refused_one_is_written(db_url: str, seed_record: dict,
     engine.dispose()
 
 
+def test_a_refused_batch_rolls_back_the_batches_of_its_transaction_uncounted(
+    db_url: str, seed_record: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lines reach the writer 3 at a time and a transaction takes 9 of them: W19-W24 are
+    # written in the transaction that W25's batch fails, so they are rolled back with it
+    # and not counted; the transactions of W1-W18 stay, and the message says so.
+    from labeling.frames import importer
+
+    monkeypatch.setattr(importer, "HANDOFF_LINES", 3)
+    engine = make_engine(db_url)
+    cli(db_url, "init")
+    _refuse_inserts(engine, "works", "NEW.id = 'W25'")
+    path = write_jsonl(tmp_path / "f.jsonl", frame(seed_record, 40))
+    result = cli(db_url, "import-frame", str(path), "--batch-size", "9")
+    assert result.exit_code == 2
+    [line] = errors(result)
+    read, stored, inserted = map(int, PROGRESS.search(line).groups())
+    assert (stored, inserted) == (18, 18) and 27 <= read <= 30
+    with read_session(engine) as s:
+        assert set(s.scalars(select(Work.id))) == {f"W{i}" for i in range(1, 19)}
+    assert last_run(engine).summary["inserted"] == 18
+    _allow_inserts(engine, "works")
+    again = cli(db_url, "import-frame", str(path), "--batch-size", "9", "--json")
+    assert again.exit_code == 0
+    counts = json.loads(again.stdout)
+    assert (counts["inserted"], counts["unchanged"]) == (22, 18)
+    engine.dispose()
+
+
 def _truncated_gzip(tmp_path: Path, records: list[dict]) -> tuple[Path, Path]:
     whole = tmp_path / "frame.jsonl.gz"
     whole.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))

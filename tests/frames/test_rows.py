@@ -9,7 +9,7 @@ import orjson
 import pytest
 from sqlalchemy import JSON, Engine, delete, select
 
-from db.bulk import RowEncoder, bulk_insert, insert_encoded
+from db.bulk import RowEncoder, bulk_insert, insert_encoded, insert_new_encoded
 from db.engine import (
     BULK_WAL_AUTOCHECKPOINT,
     WAL_AUTOCHECKPOINT,
@@ -198,3 +198,31 @@ def test_a_bulk_write_checkpoints_sqlite_less_often_then_restores_the_default(
     with sqlite_engine.connect() as conn:
         assert conn.connection.driver_connection is raw  # the same pooled connection
         assert threshold(conn) == WAL_AUTOCHECKPOINT == 1000
+
+
+def test_insert_new_encoded_skips_the_stored_keys_and_says_which(
+    engine: Engine, schema: Schema, seed_record: dict[str, Any]
+) -> None:
+    encoder = store.work_encoder(engine.dialect.name)
+    parsed = parse_chunk(_lines(seed_record), schema, encoder=encoder)
+    rows = [p.row for p in parsed]
+    with write_connection(engine) as conn:  # another writer stores the 3rd and 5th
+        insert_encoded(conn, encoder, [rows[2], rows[4]])
+    with write_connection(engine) as conn:
+        skipped = insert_new_encoded(conn, encoder, rows, "id")
+    stored = {p.work_id for p in parsed}
+    # SQLite inserts the rest; PostgreSQL's COPY, in a savepoint, inserts none of them.
+    assert skipped == ([2, 4] if engine.dialect.name == "sqlite" else list(range(len(rows))))
+    assert {r[0] for r in _stored(engine)} == (
+        stored if engine.dialect.name == "sqlite" else {parsed[2].work_id, parsed[4].work_id}
+    )
+
+
+def test_insert_new_encoded_refuses_rows_that_repeat_a_key(
+    sqlite_engine: Engine, schema: Schema, seed_record: dict[str, Any]
+) -> None:
+    encoder = store.work_encoder("sqlite")
+    parsed = parse_chunk(_lines(seed_record), schema, encoder=encoder)
+    with write_connection(sqlite_engine) as conn:
+        with pytest.raises(RuntimeError, match="works: two of the rows have the same id"):
+            insert_new_encoded(conn, encoder, [parsed[0].row, parsed[0].row], "id")
