@@ -17,6 +17,7 @@ resuming beats starting over, and re-running the repaired file skips what is sto
 from __future__ import annotations
 
 import multiprocessing
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -38,11 +39,13 @@ from labeling.frames.lines import Chunk as LineChunk
 from labeling.frames.lines import (
     FrameReadError,
     Parsed,
+    SpanReadError,
     init_worker,
     iter_blocks,
     iter_chunks,
     parse_chunk,
     parse_chunk_in_worker,
+    renumber,
 )
 from labeling.frames.machine_columns import machine_hash
 from labeling.frames.seen import SeenIds
@@ -289,23 +292,40 @@ def _parallel(
     pool: ProcessPoolExecutor, chunks: Iterator[tuple[LineChunk, int]], workers: int,
     look_up: bool,
 ) -> Iterator[tuple[list[Parsed], int]]:  # fmt: skip
-    """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory)."""
-    pending: list[tuple[Any, int]] = []
+    """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory).
+
+    The lines of a Span come back numbered from its start: they are renumbered here, in
+    file order, as is a worker's failure to read one (see lines.Span).
+    """
+    pending: deque[tuple[Any, LineChunk, int]] = deque()
+    first = 1  # the number of the next chunk's first line
+
+    def result() -> tuple[list[Parsed], int]:
+        nonlocal first
+        future, chunk, pos = pending.popleft()
+        try:
+            parsed, count = future.result()
+        except SpanReadError as exc:  # a worker's own read error stops here, with its line
+            where = f"{exc.path}: cannot read frame at line {first}"
+            raise FrameReadError(f"{where} ({exc.detail})") from exc
+        renumber(parsed, chunk, first)
+        first += count
+        return parsed, pos
+
     while True:
         try:
             chunk, pos = next(chunks)
         except StopIteration:
             break
         except FrameReadError:  # reading failed: the lines read before it are still imported
-            for future, p in pending:
-                yield future.result(), p
+            while pending:
+                yield result()
             raise
-        pending.append((pool.submit(parse_chunk_in_worker, chunk, None, look_up), pos))
+        pending.append((pool.submit(parse_chunk_in_worker, chunk, None, look_up), chunk, pos))
         if len(pending) >= 4 * workers:
-            future, p = pending.pop(0)
-            yield future.result(), p  # a worker's own read error (a Span) stops here
-    for future, p in pending:
-        yield future.result(), p
+            yield result()
+    while pending:
+        yield result()
 
 
 def _consume(

@@ -97,33 +97,64 @@ class Block(NamedTuple):
         return list(enumerate(self.data.split(b"\n"), start=self.first))
 
 
+# The number a worker gives the first line of a span whose lines were not counted (see
+# Span): any number but 1, which only the file's first line may have (a byte order mark).
+UNCOUNTED_FIRST = 2
+# Bytes read at a time to find where a span ends (a line is about 3 KB).
+PROBE_BYTES = 16 * 1024
+
+
+class SpanReadError(FrameReadError):
+    """A worker could not read its span (`detail`: why); the importing process words it
+    again with the number of the span's first line (see Span)."""
+
+    def __init__(self, path: str, where: str, detail: str) -> None:
+        super().__init__(f"{path}: cannot read frame {where} ({detail})")
+        self.path, self.where, self.detail = path, where, detail
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its own arguments: it comes back from a worker (pickled) to be
+        raised again."""
+        return SpanReadError, (self.path, self.where, self.detail)
+
+
 class Span(NamedTuple):
     """Whole lines of a plain frame as a range of the file, read by the worker parsing them.
 
-    The importing process still reads the file to count the lines, but sends each worker
-    only where its lines are: piping the 3 GB of a 1M frame to the workers (pickled, written,
-    read, unpickled) cost more than the workers' own reading of it from the page cache.
+    The importing process reads only around each span's end, to find the newline there:
+    piping the 3 GB of a 1M frame to the workers cost more than their own reading of it from
+    the page cache, and reading it all in the importing process to count its lines took 2.5
+    core-seconds of that process, the busiest (bench/RESULTS.md, issue 16, seventeenth
+    pass). So only the first span's first line is known (1): a worker numbers the lines of
+    any other from UNCOUNTED_FIRST and says how many there are, and the importing process
+    renumbers them in file order (renumber).
     """
 
-    first: int  # the number of its first line
+    first: int | None  # the number of its first line, None: not counted
     path: str
     offset: int  # of its first byte in the file
     length: int  # its bytes, without the newline after its last line
 
     def lines(self) -> list[tuple[int, bytes]]:
         """(line number, raw line) of each line, read from the file."""
+        where = f"at line {self.first}" if self.first else f"at byte {self.offset}"
         try:
             with open(self.path, "rb") as f:
                 data = os.pread(f.fileno(), self.length, self.offset)
         except OSError as exc:
-            where = f"{self.path}: cannot read frame at line {self.first}"
-            raise FrameReadError(f"{where} ({exc.strerror or exc})") from exc
+            raise SpanReadError(self.path, where, str(exc.strerror or exc)) from exc
         if len(data) != self.length:  # the file shrank since the importing process read it
-            raise FrameReadError(
-                f"{self.path}: cannot read frame at line {self.first} (the file changed "
-                "while it was imported)"
-            )
-        return list(enumerate(data.split(b"\n"), start=self.first))
+            raise SpanReadError(self.path, where, "the file changed while it was imported")
+        return list(enumerate(data.split(b"\n"), start=self.first or UNCOUNTED_FIRST))
+
+
+def renumber(parsed: list[Any], chunk: Any, first: int) -> None:
+    """Give a chunk's parsed lines their numbers in the file, its first line being `first`
+    (only an uncounted Span's lines need it; see Span)."""
+    if isinstance(chunk, Span) and chunk.first is None and first != UNCOUNTED_FIRST:
+        shift = first - UNCOUNTED_FIRST
+        for p in parsed:
+            p.line += shift
 
 
 Chunk = list[tuple[int, bytes]] | Block | Span
@@ -197,28 +228,29 @@ def _blocks(path: Path, raw: IO[bytes]) -> Iterator[tuple[Block, int]]:
 
 
 def _spans(path: Path, raw: IO[bytes]) -> Iterator[tuple[Span, int]]:
-    """The whole lines of a plain file as Spans of about BLOCK_BYTES (a line may span reads).
+    """The whole lines of a plain file as Spans of about BLOCK_BYTES (a line may be longer).
 
-    Each read goes into the same buffer and only its newlines are counted: no bytes are
-    kept or joined (2.3 times faster than _blocks over a 3 GB frame: 1.4 s against 3.1 s).
+    A span ends at the first newline from BLOCK_BYTES on; only that much of the file is
+    read here (PROBE_BYTES at a time), and its lines are not counted (see Span).
     """
-    number, start, pos, name = 0, 0, 0, str(path)  # start: the next span's first byte
-    buf = bytearray(BLOCK_BYTES)
+    start, name, fd = 0, str(path), raw.fileno()
     try:
-        while n := raw.readinto(buf):  # type: ignore[attr-defined]
-            view = buf if n == len(buf) else buf[:n]
-            cut = view.rfind(b"\n")
-            if cut >= 0:  # lines end in it: they make a span with the start before it
-                first, number = number + 1, number + view.count(b"\n")
-                yield Span(first, name, start, pos + cut - start), pos + n
-                start = pos + cut + 1
-            pos += n
-        if pos > start:  # the last line, without a newline at the end of the file
-            number += 1
-            yield Span(number, name, start, pos - start), pos
+        while True:
+            at, cut = start + BLOCK_BYTES - 1, -1
+            while cut < 0 and (probe := os.pread(fd, PROBE_BYTES, at)):
+                found = probe.find(b"\n")
+                cut = at + found if found >= 0 else -1
+                at += len(probe)
+            if cut < 0:  # the end of the file: the last lines, maybe without a newline
+                end = min(at, os.fstat(fd).st_size)
+                if end > start:
+                    ends_line = os.pread(fd, 1, end - 1) == b"\n"
+                    yield Span(None if start else 1, name, start, end - start - ends_line), end
+                return
+            yield Span(None if start else 1, name, start, cut - start), cut + 1
+            start = cut + 1
     except OSError as exc:
-        where = f"after line {number}" if number else "at its start"
-        raise FrameReadError(f"{path}: cannot read frame {where} ({exc})") from exc
+        raise FrameReadError(f"{path}: cannot read frame at byte {start} ({exc})") from exc
 
 
 def not_text(line: bytes) -> str | None:
@@ -310,8 +342,8 @@ def init_worker(
 
 def parse_chunk_in_worker(
     chunk: Chunk, known: Known | None = None, look_up: bool = False
-) -> list[Parsed]:
-    """parse_chunk with the worker's schema and row encoder.
+) -> tuple[list[Parsed], int]:
+    """parse_chunk with the worker's schema and row encoder, and the chunk's number of lines.
 
     look_up: the worker reads the stored hashes of the chunk's ids itself (known_hashes, on
     a connection of its own), so that the lookups of an unchanged re-import run in the workers, in
@@ -329,7 +361,7 @@ def parse_chunk_in_worker(
             _worker_conn = _worker_engine.connect().execution_options(isolation_level="AUTOCOMMIT")
             atexit.register(_worker_conn.close)  # registered last: runs before the dispose
         known = known_hashes(_worker_conn, chunk, _plan_for(_worker_schema)[1])
-    return parse_chunk(chunk, _worker_schema, known, _worker_encoder)
+    return parse_chunk(chunk, _worker_schema, known, _worker_encoder), len(chunk)
 
 
 def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Parsed:

@@ -188,10 +188,13 @@ def test_blocks_sent_to_the_workers_hold_the_lines_of_line_by_line_reading(
     path.write_bytes(data)
     expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
     monkeypatch.setattr(lines, "BLOCK_BYTES", block)
-    got = []
+    got: list[tuple[int, bytes]] = []
     for chunk, _ in lines.iter_blocks(path, spans=spans):
         assert isinstance(chunk, lines.Span if spans else lines.Block)
-        got += chunk.lines()
+        numbered = [lines.Parsed(n, None, [], [], text=line.decode("latin-1"))
+                    for n, line in chunk.lines()]  # fmt: skip
+        lines.renumber(numbered, chunk, len(got) + 1)  # as the importer does, in file order
+        got += [(p.line, p.text.encode("latin-1")) for p in numbered]  # type: ignore[union-attr]
     assert got == expected
 
 
@@ -207,6 +210,25 @@ def test_a_span_of_a_file_that_shrank_is_a_read_error_naming_its_line(tmp_path: 
     path.unlink()
     with pytest.raises(lines.FrameReadError, match=r"at line 1 \(.*No such file"):
         spans[0].lines()
+
+
+def test_only_the_first_span_is_counted_and_a_later_one_names_its_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The importing process no longer counts lines (it reads only around each span's end):
+    # a worker that cannot read a later span names its byte; the importer words it again
+    # with the line (test_a_frame_that_shrinks_under_the_workers_fails_naming_the_line).
+    path = tmp_path / "f.jsonl"
+    path.write_bytes(b'{"id": "W1"}\n{"id": "W2"}\n{"id": "W3"}\n')
+    monkeypatch.setattr(lines, "BLOCK_BYTES", 8)
+    spans = [chunk for chunk, _ in lines.iter_blocks(path, spans=True)]
+    assert [(s.first, s.offset, s.length) for s in spans] == [(1, 0, 12), (None, 13, 12),
+                                                              (None, 26, 12)]  # fmt: skip
+    assert spans[1].lines() == [(lines.UNCOUNTED_FIRST, b'{"id": "W2"}')]
+    path.write_bytes(b'{"id": "W1"}')
+    with pytest.raises(lines.SpanReadError, match=r"at byte 13 \(the file changed") as caught:
+        spans[1].lines()
+    assert caught.value.detail == "the file changed while it was imported"
 
 
 def test_a_frame_that_shrinks_under_the_workers_fails_naming_the_line(
@@ -226,8 +248,9 @@ def test_a_frame_that_shrinks_under_the_workers_fails_naming_the_line(
     def then_cut(*args: Any, **kwargs: Any) -> Any:
         spans = list(real(*args, **kwargs))
         assert len(spans) > 3 and all(isinstance(s, lines.Span) for s, _ in spans)
-        path.write_bytes(data[: spans[2][0].offset + 10])  # the third span is cut short
-        cut_at.append(spans[2][0].first)
+        offset = spans[2][0].offset
+        path.write_bytes(data[: offset + 10])  # the third span is cut short
+        cut_at.append(data[:offset].count(b"\n") + 1)  # the number of its first line
         yield from spans
 
     monkeypatch.setattr(importer, "iter_blocks", then_cut)
