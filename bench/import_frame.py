@@ -75,7 +75,7 @@ FLOOR = r"""
 import json, sys, time
 from pathlib import Path
 import msgspec
-from labeling.frames.lines import iter_chunks
+from labeling.frames.frame_file import iter_chunks
 from labeling.frames.record_model import record_model
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA

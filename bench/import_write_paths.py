@@ -46,7 +46,8 @@ from db.bulk import RowEncoder, insert_encoded  # noqa: E402
 from db.engine import make_engine, upgrade, write_connection  # noqa: E402
 from db.indexes import defer_indexes  # noqa: E402
 from db.models import Work  # noqa: E402
-from labeling.frames.lines import iter_chunks, parse_chunk  # noqa: E402
+from labeling.frames.frame_file import iter_chunks  # noqa: E402
+from labeling.frames.lines import parse_chunk  # noqa: E402
 from labeling.schema import load_schema  # noqa: E402
 from labeling.settings import DEFAULT_SCHEMA  # noqa: E402
 

@@ -17,9 +17,7 @@ resuming beats starting over, and re-running the repaired file skips what is sto
 from __future__ import annotations
 
 import multiprocessing
-from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -33,20 +31,10 @@ from db.indexes import defer_indexes, ensure_work_indexes
 from db.models import Work
 from labeling import collector
 from labeling.frames.batch_writer import BatchWriter
+from labeling.frames.frame_file import FrameReadError, iter_blocks, iter_chunks
 from labeling.frames.import_runs import describe_error, finish_run, start_run
 from labeling.frames.known import Known, known_hashes
-from labeling.frames.lines import Chunk as LineChunk
-from labeling.frames.lines import (
-    FrameReadError,
-    Parsed,
-    SpanReadError,
-    init_worker,
-    iter_blocks,
-    iter_chunks,
-    parse_chunk,
-    parse_chunk_in_worker,
-    renumber,
-)
+from labeling.frames.lines import Parsed, init_worker, parse_chunk, parse_in_pool
 from labeling.frames.machine_columns import machine_hash
 from labeling.frames.seen import SeenIds
 from labeling.frames.store import StoredCounts, work_encoder, write_batch
@@ -222,7 +210,7 @@ def import_frame(
                 (parse_chunk(chunk, schema, known, encoder), pos) for chunk, pos, known in chunks
             )
         else:  # the workers look the stored hashes up themselves
-            parsed_chunks = _parallel(pool, iter_blocks(path, spans=True), workers, look_up)
+            parsed_chunks = parse_in_pool(pool, iter_blocks(path, spans=True), workers, look_up)
         # The parsed chunks come back as millions of fresh objects and no cycles: the cycle
         # collector's passes over them, in the pool's thread that unpickles them, held the
         # GIL that the writer's thread needs after each row (4.2 s of a 1M SQLite import).
@@ -286,46 +274,6 @@ def _with_known(
     plan_hash = machine_hash(schema)
     for chunk, pos in chunks:
         yield chunk, pos, known_hashes(engine, chunk, plan_hash)
-
-
-def _parallel(
-    pool: ProcessPoolExecutor, chunks: Iterator[tuple[LineChunk, int]], workers: int,
-    look_up: bool,
-) -> Iterator[tuple[list[Parsed], int]]:  # fmt: skip
-    """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory).
-
-    The lines of a Span come back numbered from its start: they are renumbered here, in
-    file order, as is a worker's failure to read one (see lines.Span).
-    """
-    pending: deque[tuple[Any, LineChunk, int]] = deque()
-    first = 1  # the number of the next chunk's first line
-
-    def result() -> tuple[list[Parsed], int]:
-        nonlocal first
-        future, chunk, pos = pending.popleft()
-        try:
-            parsed, count = future.result()
-        except SpanReadError as exc:  # a worker's own read error stops here, with its line
-            where = f"{exc.path}: cannot read frame at line {first}"
-            raise FrameReadError(f"{where} ({exc.detail})") from exc
-        renumber(parsed, chunk, first)
-        first += count
-        return parsed, pos
-
-    while True:
-        try:
-            chunk, pos = next(chunks)
-        except StopIteration:
-            break
-        except FrameReadError:  # reading failed: the lines read before it are still imported
-            while pending:
-                yield result()
-            raise
-        pending.append((pool.submit(parse_chunk_in_worker, chunk, None, look_up), chunk, pos))
-        if len(pending) >= 4 * workers:
-            yield result()
-    while pending:
-        yield result()
 
 
 def _consume(

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select, update
 
 from db.engine import make_engine, read_session, upgrade, write_connection
 from db.models import Work
-from labeling.frames import lines
+from labeling.frames import frame_file, lines
 from labeling.frames.importer import ImportSummary, import_frame
 from labeling.frames.known import line_id
 from labeling.frames.synth import iter_synthetic_records
@@ -149,8 +149,8 @@ def test_a_plain_file_read_in_blocks_gives_the_lines_of_line_by_line_reading(
     path = tmp_path / "f.jsonl"
     path.write_bytes(data)
     expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
-    monkeypatch.setattr(lines, "BLOCK_BYTES", 7)  # lines cross block boundaries
-    got = [item for chunk, _ in lines.iter_chunks(path, size=2) for item in chunk]
+    monkeypatch.setattr(frame_file, "BLOCK_BYTES", 7)  # lines cross block boundaries
+    got = [item for chunk, _ in frame_file.iter_chunks(path, size=2) for item in chunk]
     assert got == expected
 
 
@@ -187,13 +187,13 @@ def test_blocks_sent_to_the_workers_hold_the_lines_of_line_by_line_reading(
     path = tmp_path / "f.jsonl"
     path.write_bytes(data)
     expected = [(n, line.rstrip(b"\n")) for n, line in enumerate(data.splitlines(True), 1)]
-    monkeypatch.setattr(lines, "BLOCK_BYTES", block)
+    monkeypatch.setattr(frame_file, "BLOCK_BYTES", block)
     got: list[tuple[int, bytes]] = []
-    for chunk, _ in lines.iter_blocks(path, spans=spans):
-        assert isinstance(chunk, lines.Span if spans else lines.Block)
+    for chunk, _ in frame_file.iter_blocks(path, spans=spans):
+        assert isinstance(chunk, frame_file.Span if spans else frame_file.Block)
         numbered = [lines.Parsed(n, None, [], [], text=line.decode("latin-1"))
                     for n, line in chunk.lines()]  # fmt: skip
-        lines.renumber(numbered, chunk, len(got) + 1)  # as the importer does, in file order
+        frame_file.renumber(numbered, chunk, len(got) + 1)  # as the importer does, in file order
         got += [(p.line, p.text.encode("latin-1")) for p in numbered]  # type: ignore[union-attr]
     assert got == expected
 
@@ -201,14 +201,14 @@ def test_blocks_sent_to_the_workers_hold_the_lines_of_line_by_line_reading(
 def test_a_span_of_a_file_that_shrank_is_a_read_error_naming_its_line(tmp_path: Path) -> None:
     path = tmp_path / "f.jsonl"
     path.write_bytes(b'{"id": "W1"}\n{"id": "W2"}\n')
-    spans = [chunk for chunk, _ in lines.iter_blocks(path, spans=True)]
+    spans = [chunk for chunk, _ in frame_file.iter_blocks(path, spans=True)]
     path.write_bytes(b'{"id": "W1"}')
     with pytest.raises(
-        lines.FrameReadError, match=r"f\.jsonl: cannot read frame at line 1 \(the file changed"
+        frame_file.FrameReadError, match=r"f\.jsonl: cannot read frame at line 1 \(the file changed"
     ):
         spans[0].lines()
     path.unlink()
-    with pytest.raises(lines.FrameReadError, match=r"at line 1 \(.*No such file"):
+    with pytest.raises(frame_file.FrameReadError, match=r"at line 1 \(.*No such file"):
         spans[0].lines()
 
 
@@ -220,13 +220,13 @@ def test_only_the_first_span_is_counted_and_a_later_one_names_its_byte(
     # with the line (test_a_frame_that_shrinks_under_the_workers_fails_naming_the_line).
     path = tmp_path / "f.jsonl"
     path.write_bytes(b'{"id": "W1"}\n{"id": "W2"}\n{"id": "W3"}\n')
-    monkeypatch.setattr(lines, "BLOCK_BYTES", 8)
-    spans = [chunk for chunk, _ in lines.iter_blocks(path, spans=True)]
+    monkeypatch.setattr(frame_file, "BLOCK_BYTES", 8)
+    spans = [chunk for chunk, _ in frame_file.iter_blocks(path, spans=True)]
     assert [(s.first, s.offset, s.length) for s in spans] == [(1, 0, 12), (None, 13, 12),
                                                               (None, 26, 12)]  # fmt: skip
-    assert spans[1].lines() == [(lines.UNCOUNTED_FIRST, b'{"id": "W2"}')]
+    assert spans[1].lines() == [(frame_file.UNCOUNTED_FIRST, b'{"id": "W2"}')]
     path.write_bytes(b'{"id": "W1"}')
-    with pytest.raises(lines.SpanReadError, match=r"at byte 13 \(the file changed") as caught:
+    with pytest.raises(frame_file.SpanReadError, match=r"at byte 13 \(the file changed") as caught:
         spans[1].lines()
     assert caught.value.detail == "the file changed while it was imported"
 
@@ -239,7 +239,7 @@ def test_a_frame_that_shrinks_under_the_workers_fails_naming_the_line(
     from labeling.frames import importer
     from labeling.frames.importer import ImportFailed
 
-    monkeypatch.setattr(lines, "BLOCK_BYTES", 64 * 1024)
+    monkeypatch.setattr(frame_file, "BLOCK_BYTES", 64 * 1024)
     path = write_jsonl(tmp_path / "f.jsonl", _frame(seed_record, 400))
     data = path.read_bytes()
     real = importer.iter_blocks
@@ -247,7 +247,7 @@ def test_a_frame_that_shrinks_under_the_workers_fails_naming_the_line(
 
     def then_cut(*args: Any, **kwargs: Any) -> Any:
         spans = list(real(*args, **kwargs))
-        assert len(spans) > 3 and all(isinstance(s, lines.Span) for s, _ in spans)
+        assert len(spans) > 3 and all(isinstance(s, frame_file.Span) for s, _ in spans)
         offset = spans[2][0].offset
         path.write_bytes(data[: offset + 10])  # the third span is cut short
         cut_at.append(data[:offset].count(b"\n") + 1)  # the number of its first line
