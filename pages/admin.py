@@ -175,7 +175,8 @@ with import_tab:
     strict = st.checkbox("Strict: abort on the first bad line, write nothing", key="strict")
     if upload is not None and st.button("Import", key="do_import", type="primary"):
         result = import_uploaded_frame(engine(), schema(), upload.name, upload.getvalue(),
-                                       strict=strict)  # fmt: skip
+                                       strict=strict,
+                                       batch_size=get_settings().import_batch_size)  # fmt: skip
         st.caption(esc(result.headline))
         # Each outcome in its colour: stored green, rejected lines a warning with their list.
         for part in outcomes(result):

@@ -49,6 +49,8 @@ BINARY_RUN = 3  # lines in a row that are not text: the file is not a frame, sto
 # Lines handed to the writer at a time: a transaction (batch_size lines) may take several,
 # so that memory holds two of these whatever the batch size (see BatchWriter).
 HANDOFF_LINES = 5000
+# Records per transaction unless the caller says (LABELING_IMPORT_BATCH_SIZE's default too).
+DEFAULT_BATCH_SIZE = 20_000
 
 
 @dataclass
@@ -155,7 +157,7 @@ def import_frame(
     *,
     strict: bool = False,
     report_path: str | Path | None = None,
-    batch_size: int = 20_000,
+    batch_size: int = DEFAULT_BATCH_SIZE,
     progress: bool | None = None,
     workers: int | None = None,
 ) -> ImportSummary:

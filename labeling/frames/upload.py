@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from labeling.frames.importer import FrameReadError, import_frame
+from labeling.frames.importer import DEFAULT_BATCH_SIZE, FrameReadError, import_frame
 from labeling.schema import Schema
 
 
@@ -76,8 +76,9 @@ def outcomes(result: UploadResult) -> list[Outcome]:
 
 
 def import_uploaded_frame(
-    engine: Engine, schema: Schema, filename: str, data: bytes, *, strict: bool = False
-) -> UploadResult:
+    engine: Engine, schema: Schema, filename: str, data: bytes, *, strict: bool = False,
+    batch_size: int | None = None,
+) -> UploadResult:  # fmt: skip
     """Import an uploaded frame through the same importer as `labeling import-frame`.
 
     Args:
@@ -86,12 +87,15 @@ def import_uploaded_frame(
         filename: the uploaded file's name (shown in messages).
         data: the file's bytes (plain or gzipped JSON Lines).
         strict: abort on the first bad line and write nothing.
+        batch_size: records per transaction (None: the importer's default; the page
+            passes LABELING_IMPORT_BATCH_SIZE, as the CLI does).
     """
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / Path(filename).name
         path.write_bytes(data)
         try:
-            s = import_frame(engine, path, schema, strict=strict, progress=False)
+            s = import_frame(engine, path, schema, strict=strict, progress=False,
+                             batch_size=batch_size or DEFAULT_BATCH_SIZE)  # fmt: skip
         except FrameReadError as exc:
             return UploadResult(2, str(exc).replace(str(path), filename))
     verdict = "aborted (strict), nothing written" if s.aborted else "imported"

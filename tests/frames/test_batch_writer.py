@@ -163,3 +163,10 @@ def test_the_cycle_collector_is_paused_while_an_import_takes_its_batches(
     assert import_frame(sqlite_engine, path, schema, batch_size=10, progress=False).inserted == 30
     assert enabled == [False, False, False]
     assert gc.isenabled()  # resumed once the import has taken its last batch
+
+
+def test_the_setting_and_the_importer_have_the_same_default_batch_size() -> None:
+    from labeling.frames.importer import DEFAULT_BATCH_SIZE
+    from labeling.settings import Settings
+
+    assert Settings.model_fields["import_batch_size"].default == DEFAULT_BATCH_SIZE

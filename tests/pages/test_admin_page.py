@@ -68,3 +68,23 @@ def test_uploaded_frame_goes_through_the_importer(app_env, seed_record) -> None:
     assert result.exit_code == 3
     assert "1 inserted" in result.headline and "1 rejected" in result.headline
     assert {p["kind"] for p in result.problems} == {"rejected", "warning"}
+
+
+@pytest.mark.parametrize(("batch_size", "stored"), [(10, 20), (None, 0)])
+def test_an_uploaded_frame_is_written_in_transactions_of_the_batch_size(
+    app_env, seed_record, batch_size: int | None, stored: int  # noqa: F811
+) -> None:  # fmt: skip
+    # The page passes LABELING_IMPORT_BATCH_SIZE, as the CLI does: with 10, W1-W20 are
+    # committed before W25 is refused; with the default (20,000) the one transaction is not.
+    from labeling.frames.upload import import_uploaded_frame
+    from labeling.schema import load_schema
+    from labeling.settings import DEFAULT_SCHEMA
+    from tests.frames.test_frame_failures import _refuse_inserts
+
+    engine = get_engine(app_env)
+    _refuse_inserts(engine, "works", "NEW.id = 'W25'")
+    data = "".join(json.dumps(make_record(seed_record, f"W{i}")) + "\n" for i in range(1, 41))
+    result = import_uploaded_frame(engine, load_schema(DEFAULT_SCHEMA), "frame.jsonl",
+                                   data.encode(), batch_size=batch_size)  # fmt: skip
+    assert result.exit_code == 2 and "refused by the test trigger" in result.headline
+    assert f", {stored} stored (" in result.headline
