@@ -312,15 +312,7 @@ def insert_new_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any],
     assert dbapi_conn is not None  # only a closed or invalidated pool entry has none
     table = f'"{encoder.table_name}"'
     last = dbapi_conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
-    cols = ", ".join(f'"{k}"' for k in encoder.keys)
-    marks = ", ".join("?" for _ in encoder.keys)
-    cur = dbapi_conn.cursor()
-    try:
-        cur.executemany(f'INSERT INTO {table} ({cols}) VALUES ({marks}) '
-                        f'ON CONFLICT ("{key}") DO NOTHING', rows)  # fmt: skip
-        inserted = cur.rowcount
-    finally:
-        cur.close()
+    inserted = _execute_many(dbapi_conn, encoder, rows, f' ON CONFLICT ("{key}") DO NOTHING')
     if inserted == len(rows):
         return []
     at = encoder.keys.index(key)
@@ -352,9 +344,16 @@ def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> No
                 copy.write(b"".join(rows))
                 copy.write(TRAILER)
         return
+    _execute_many(dbapi_conn, encoder, rows)
+
+
+def _execute_many(dbapi_conn: Any, encoder: RowEncoder, rows: list[Any], tail: str = "") -> int:
+    """INSERT the rows (every column of `encoder`, then `tail`) on SQLite; rows inserted."""
+    cols = ", ".join(f'"{k}"' for k in encoder.keys)
     marks = ", ".join("?" for _ in encoder.keys)
     cur = dbapi_conn.cursor()
     try:
-        cur.executemany(f'INSERT INTO "{encoder.table_name}" ({cols}) VALUES ({marks})', rows)
+        cur.executemany(f'INSERT INTO "{encoder.table_name}" ({cols}) VALUES ({marks}){tail}', rows)
+        return int(cur.rowcount)
     finally:
         cur.close()
