@@ -10,7 +10,13 @@ import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not on Windows
+    fcntl = None  # type: ignore[assignment]
 
 _STARTING = threading.Lock()  # one pool at a time swaps __main__ (see plain_main)
 
@@ -90,4 +96,36 @@ def spawned_pool(
     with plain_main():
         for _ in range(workers):
             pool.submit(int)
+    widen_result_pipe(pool)
     return pool
+
+
+# What a pool's result pipe should hold: two of a frame import's results (a span of
+# frame_file.BLOCK_BYTES parsed: about 550 KB pickled on SQLite, 720 KB on PostgreSQL).
+RESULT_PIPE_BYTES = 1 << 20
+_PIPE_MAX = Path("/proc/sys/fs/pipe-max-size")
+
+
+def widen_result_pipe(pool: ProcessPoolExecutor, size: int = RESULT_PIPE_BYTES) -> int:
+    """Let the pipe a pool's results come back through hold `size` bytes (Linux).
+
+    A Linux pipe holds 64 KB. A worker whose result does not fit waits in its write until
+    the parent's result thread has read the rest, and that thread needs the GIL, which the
+    import's writer and main threads hold most of the time: in a 1M import the workers sat
+    blocked in that write for about 12% of their time, a core idle meanwhile (bench/
+    RESULTS.md, issue 16, eighteenth pass). Returns the pipe's size after, 0 where it
+    cannot be set (no F_SETPIPE_SZ, a pool without that pipe, a refusal): then nothing
+    changes but the speed.
+    """
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    reader = getattr(getattr(pool, "_result_queue", None), "_reader", None)
+    if set_size is None or reader is None:
+        return 0
+    try:  # an unprivileged process may not go past it
+        size = min(size, int(_PIPE_MAX.read_text()))
+    except (OSError, ValueError):
+        pass
+    try:
+        return int(fcntl.fcntl(reader.fileno(), set_size, size))
+    except OSError:  # over the user's limit of pipe memory (fs.pipe-user-pages-soft)
+        return 0

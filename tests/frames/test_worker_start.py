@@ -69,3 +69,49 @@ def test_keep_heap_is_false_and_harmless_without_glibc(
 ) -> None:
     monkeypatch.setattr(processes.ctypes, "CDLL", library)
     assert keep_heap() is False
+
+
+@pytest.mark.skipif(not hasattr(processes.fcntl, "F_GETPIPE_SZ"), reason="Linux pipes only")
+def test_a_workers_result_fits_in_the_result_pipe_whole() -> None:
+    # With the default 64 KB, a worker whose result was larger waited in its write for the
+    # importing process to read it, a core idle meanwhile.
+    pool = spawned_pool(1, heap_probe.nothing, ())
+    try:
+        reader = pool._result_queue._reader  # type: ignore[attr-defined]
+        size = processes.fcntl.fcntl(reader.fileno(), processes.fcntl.F_GETPIPE_SZ)
+        result = pool.submit(bytes, 900_000).result()  # a large result still comes back
+    finally:
+        pool.shutdown()
+    limit = int(processes._PIPE_MAX.read_text())
+    assert size == min(processes.RESULT_PIPE_BYTES, limit) > 64 * 1024
+    assert result == bytes(900_000)
+
+
+class _Pool:
+    """A pool without the result pipe CPython's ProcessPoolExecutor has."""
+
+
+def test_widening_the_result_pipe_is_harmless_where_it_cannot_be(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert processes.widen_result_pipe(_Pool()) == 0  # type: ignore[arg-type]
+    if processes.fcntl is not None:  # over the user's limit of pipe memory: refused
+
+        def refuse(*args: object) -> int:
+            raise PermissionError(1, "Operation not permitted")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(processes.fcntl, "fcntl", refuse)
+            pool = spawned_pool(1, heap_probe.nothing, ())
+            try:
+                assert processes.widen_result_pipe(pool) == 0
+                assert pool.submit(int, "7").result() == 7
+            finally:
+                pool.shutdown()
+    monkeypatch.setattr(processes, "fcntl", None)  # Windows: no fcntl module
+    pool = spawned_pool(1, heap_probe.nothing, ())
+    try:
+        assert processes.widen_result_pipe(pool) == 0
+        assert pool.submit(int, "7").result() == 7
+    finally:
+        pool.shutdown()
