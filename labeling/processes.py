@@ -112,7 +112,7 @@ def widen_result_pipe(pool: ProcessPoolExecutor, size: int = RESULT_PIPE_BYTES) 
     A Linux pipe holds 64 KB. A worker whose result does not fit waits in its write until
     the parent's result thread has read the rest, and that thread needs the GIL, which the
     import's writer and main threads hold most of the time: in a 1M import the workers sat
-    blocked in that write for about 12% of their time, a core idle meanwhile (bench/
+    blocked in that write for about 6% of their time, a core idle meanwhile (bench/
     RESULTS.md, issue 16, eighteenth pass). Returns the pipe's size after, 0 where it
     cannot be set (no F_SETPIPE_SZ, a pool without that pipe, a refusal): then nothing
     changes but the speed.
