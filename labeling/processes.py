@@ -100,7 +100,7 @@ def spawned_pool(
     return pool
 
 
-# What a pool's result pipe should hold: two of a frame import's results (a span of
+# What a pool's result pipe should hold: a frame import's result whole (a span of
 # frame_file.BLOCK_BYTES parsed: about 550 KB pickled on SQLite, 720 KB on PostgreSQL).
 RESULT_PIPE_BYTES = 1 << 20
 _PIPE_MAX = Path("/proc/sys/fs/pipe-max-size")

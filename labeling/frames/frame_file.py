@@ -15,9 +15,10 @@ from typing import IO, Any, NamedTuple
 from labeling.errors import InputError
 
 CHUNK_LINES = 500
-# A worker's share at a time: its parsed result (about 550 KB pickled on SQLite) then fits
-# twice in the result pipe (labeling/processes.py, widen_result_pipe), so that a worker
-# never waits for the importing process to read it. With 1 MB spans a result did not fit.
+# A worker's share at a time: its parsed result (about 550 KB pickled on SQLite, 720 KB on
+# PostgreSQL) then fits whole in the result pipe (labeling/processes.py, widen_result_pipe),
+# so that a worker does not wait for the importing process to read it. With 1 MB spans a
+# result did not fit.
 BLOCK_BYTES = 1 << 19
 
 
