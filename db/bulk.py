@@ -317,16 +317,22 @@ def insert_new_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any],
         return []
     at = encoder.keys.index(key)
     keys = [row[at] for row in rows]
-    stored: set[Any] = set()
-    for i in range(0, len(keys), 500):  # under SQLite's limit of bound values
-        part = keys[i : i + 500]
-        stored.update(k for (k,) in dbapi_conn.execute(
-            f'SELECT "{key}" FROM {table} WHERE rowid <= ? AND "{key}" IN '
-            f'({", ".join("?" for _ in part)})', [last, *part]))  # fmt: skip
+    stored = stored_before(dbapi_conn, encoder.table_name, key, last, keys)
     skipped = [i for i, k in enumerate(keys) if k in stored]
     if len(skipped) != len(rows) - inserted:
         raise RuntimeError(f"{encoder.table_name}: two of the rows have the same {key}")
     return skipped
+
+
+def stored_before(dbapi_conn: Any, table: str, key: str, last: int, keys: list[Any]) -> set[Any]:
+    """Which of the keys a SQLite table holds at a rowid up to `last` (stored before)."""
+    stored: set[Any] = set()
+    for i in range(0, len(keys), 500):  # under SQLite's limit of bound values
+        part = keys[i : i + 500]
+        stored.update(k for (k,) in dbapi_conn.execute(
+            f'SELECT "{key}" FROM "{table}" WHERE rowid <= ? AND "{key}" IN '
+            f'({", ".join("?" for _ in part)})', [last, *part]))  # fmt: skip
+    return stored
 
 
 def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> None:

@@ -17,6 +17,8 @@ from sqlalchemy import Connection, CursorResult, Engine, Result, create_engine, 
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from db.staging import detach_all
+
 try:  # POSIX only; elsewhere SQLite's own busy handler is the only queue
     import fcntl
 except ImportError:  # pragma: no cover
@@ -205,6 +207,14 @@ def write_connection(engine: Engine, *, bulk: bool = False) -> Iterator[Connecti
                 fcntl.flock(fd, fcntl.LOCK_UN)
             if bulk and sqlite:
                 _wal_autocheckpoint(conn, WAL_AUTOCHECKPOINT)
+                _detach_staging(conn)
+
+
+def _detach_staging(conn: Connection) -> None:
+    """Detach the staging files a bulk transaction read (db/staging.py), once it ended."""
+    dbapi = conn.connection.driver_connection
+    if dbapi is not None:
+        detach_all(dbapi)
 
 
 def _wal_autocheckpoint(conn: Connection, pages: int) -> None:

@@ -63,7 +63,9 @@ class Settings(BaseSettings):
         ge=1,
         description=(
             "Records per transaction when importing a frame (handed to the writer 5,000 at a"
-            " time whatever this is, so memory does not grow with it)."
+            " time whatever this is, so memory does not grow with it; up to 50,000, a SQLite"
+            " import's rows are staged in temporary files and a transaction's lines, about"
+            " 500 bytes each, are held whole)."
         ),
     )
     export_processes: int | None = Field(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine
 
 from db.engine import is_memory_sqlite, is_sqlite, write_connection
+from db.staging import drop_groups, ref_group
 from db.wal import WalCheckpointer
 from labeling.frames.store import StoredCounts, write_batch
 
@@ -42,10 +43,11 @@ class BatchWriter:
 
     def __init__(
         self, engine: Engine, fresh: bool, committed: Callable[[StoredCounts], None],
-        commit_rows: int = 0,
+        commit_rows: int = 0, stage_dir: str | None = None,
     ) -> None:  # fmt: skip
         self.engine, self.fresh, self.committed = engine, fresh, committed
-        self.commit_rows = commit_rows
+        self.commit_rows, self.stage_dir = commit_rows, stage_dir
+        self._group = -1  # the last staging group written so far (db/staging.py)
         threaded = not is_memory_sqlite(engine)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="import-writer") if threaded else None
         self._inflight: Future[StoredCounts | None] | None = None
@@ -107,7 +109,11 @@ class BatchWriter:
             self._open = stack, stack.enter_context(write_connection(self.engine, bulk=True))
         stack, conn = self._open
         try:
-            write_batch(conn, batch, self._counts, self.fresh)
+            if self.stage_dir is not None:
+                refs = [p.row for p in batch if type(p.row) is int]
+                if refs:  # before write_batch: it gives the rows it reads back to their lines
+                    self._group = max(self._group, ref_group(refs[-1]))
+            write_batch(conn, batch, self._counts, self.fresh, self.stage_dir)
         except BaseException:
             self._open, self._counts, self._rows = None, StoredCounts(), 0
             stack.__exit__(*sys.exc_info())  # rolls the transaction back
@@ -124,4 +130,8 @@ class BatchWriter:
         stack.close()
         if self.checkpointer is not None:
             self.checkpointer.committed()
+        if self.stage_dir is not None and self._group > 0:
+            # The groups before the last one written have all their rows written: no later
+            # transaction reads their files.
+            drop_groups(self.stage_dir, self._group)
         return counts

@@ -6,7 +6,9 @@ the columns the queue orders and filters on. When a newer frame brings a new
 Parsing and checking run in worker processes for large files (JSON parsing of the score
 vectors is the bound), which also build each new row ready to write; the main process only
 writes, each batch in a thread of its own while it takes the next batch's lines
-(labeling/frames/batch_writer.py).
+(labeling/frames/batch_writer.py). Into SQLite the workers write their rows into staging
+files of their own, and the main process copies them in with INSERT ... SELECT
+(db/staging.py); PostgreSQL takes the rows built in the workers by COPY.
 
 An import that fails part-way (the file cannot be read to its end, it is not a frame, the
 database refuses) keeps the batches it committed and says how far it got: at a million rows
@@ -17,24 +19,32 @@ resuming beats starting over, and re-running the repaired file skips what is sto
 from __future__ import annotations
 
 import multiprocessing
+import shutil
+import tempfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import orjson
 from sqlalchemy import Connection, Engine, select
 from tqdm import tqdm
 
-from db.engine import engine_spec, write_connection
+from db.engine import engine_spec, is_sqlite, write_connection
 from db.indexes import defer_indexes, ensure_work_indexes
 from db.models import Work
+from db.staging import MAX_ATTACHED, MAX_STAGING_WORKERS, ref_group
 from labeling import collector
 from labeling.frames.batch_writer import BatchWriter
-from labeling.frames.frame_file import FrameReadError, iter_blocks, iter_chunks
+from labeling.frames.frame_file import BLOCK_BYTES, FrameReadError, iter_blocks, iter_chunks
 from labeling.frames.import_runs import describe_error, finish_run, start_run
+from labeling.frames.import_summary import (
+    ImportFailed,
+    ImportSummary,
+    Problem,
+    Reporter,
+    failure_message,
+)
 from labeling.frames.known import Known, known_hashes
-from labeling.frames.lines import Parsed, init_worker, parse_chunk, parse_in_pool
+from labeling.frames.lines import Groups, Parsed, init_worker, parse_chunk, parse_in_pool
 from labeling.frames.machine_columns import machine_hash
 from labeling.frames.seen import SeenIds
 from labeling.frames.store import StoredCounts, work_encoder, write_batch
@@ -43,111 +53,17 @@ from labeling.schema import Schema
 
 __all__ = ["FrameReadError", "ImportFailed", "ImportSummary", "Problem", "import_frame"]
 
-MAX_PROBLEMS_KEPT = 1000
 PARALLEL_MIN_BYTES = 32 * 1024 * 1024
 BINARY_RUN = 3  # lines in a row that are not text: the file is not a frame, stop
 # Lines handed to the writer at a time: a transaction (batch_size lines) may take several,
-# so that memory holds two of these whatever the batch size (see BatchWriter).
+# so that memory holds two of these whatever the batch size (see BatchWriter). Staged lines
+# go in whole transactions (their rows are in the staging files, not in memory).
 HANDOFF_LINES = 5000
 # Records per transaction unless the caller says (LABELING_IMPORT_BATCH_SIZE's default too).
 DEFAULT_BATCH_SIZE = 20_000
-
-
-@dataclass
-class Problem:
-    """One reported line: rejected (skipped) or a warning (imported, but inconsistent)."""
-
-    line: int
-    work_id: str | None
-    kind: str
-    reason: str
-
-
-@dataclass
-class ImportSummary:
-    """Counts of one frame import, plus the first problems found."""
-
-    path: str
-    lines: int = 0
-    inserted: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    rejected: int = 0
-    warnings: int = 0
-    aborted: bool = False
-    failed: bool = False
-    error: str | None = None
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def stored(self) -> int:
-        """Records now in the database as this file has them (committed)."""
-        return self.inserted + self.updated + self.unchanged
-
-    @property
-    def exit_code(self) -> int:
-        """0 all imported, 3 lines rejected or --strict aborted, 2 the import failed part-way."""
-        if self.failed:
-            return 2
-        return 3 if (self.rejected or self.aborted) else 0
-
-    def add(self, counts: StoredCounts) -> None:
-        """Count a committed batch."""
-        self.inserted += counts.inserted
-        self.updated += counts.updated
-        self.unchanged += counts.unchanged
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the counts (problems excluded)."""
-        d = asdict(self)
-        d.pop("problems")
-        return d
-
-
-class ImportFailed(FrameReadError):
-    """The import stopped part-way; what it committed stays, `summary` counts it."""
-
-    def __init__(self, message: str, summary: ImportSummary) -> None:
-        super().__init__(message)
-        self.summary = summary
-
-
-def failure_message(reason: str, s: ImportSummary, strict: bool) -> str:
-    """One line: what failed, how far the import got, and what re-running does."""
-    counts = (
-        f"before the failure {s.lines} lines read, {s.stored} stored ({s.inserted} inserted, "
-        f"{s.updated} updated, {s.unchanged} unchanged), {s.rejected} rejected"
-    )
-    if strict:
-        after = "--strict: nothing was written"
-    elif s.stored:
-        after = "the stored works stay; re-running the repaired file continues idempotently"
-    else:
-        after = "nothing was stored"
-    return f"{reason}; {counts}; {after}"
-
-
-class _Reporter:
-    """Counts problems, keeps the first ones, and streams all of them to a report file."""
-
-    def __init__(self, summary: ImportSummary, report_path: Path | None) -> None:
-        self.summary = summary
-        self.fh: IO[bytes] | None = report_path.open("wb") if report_path else None
-
-    def add(self, line: int, work_id: str | None, kind: str, reason: str) -> None:
-        if kind == "rejected":
-            self.summary.rejected += 1
-        else:
-            self.summary.warnings += 1
-        problem = Problem(line, work_id, kind, reason)
-        if len(self.summary.problems) < MAX_PROBLEMS_KEPT:
-            self.summary.problems.append(problem)
-        if self.fh:
-            self.fh.write(orjson.dumps(asdict(problem)) + b"\n")
-
-    def close(self) -> None:
-        if self.fh:
-            self.fh.close()
+# The largest transaction whose rows are staged: its lines (about 500 bytes each without
+# their rows) are held until it is written, and its rows take about 2 KB each on disk.
+STAGED_BATCH_MAX = 50_000
 
 
 def import_frame(
@@ -188,7 +104,7 @@ def import_frame(
         raise FrameReadError(f"{path}: cannot open frame ({exc.strerror or exc})") from exc
     if workers is None:
         workers = min(2, multiprocessing.cpu_count()) if size >= PARALLEL_MIN_BYTES else 0
-    reporter = _Reporter(summary, Path(report_path) if report_path else None)
+    reporter = Reporter(summary, Path(report_path) if report_path else None)
     run_id = start_run(engine, "frame", path)
     reason: str | None = None
     cause: BaseException | None = None
@@ -198,26 +114,32 @@ def import_frame(
         disable=None if progress is None else not progress,
     )  # fmt: skip
     pool = None
+    stage_dir = _staging_dir(engine, workers, strict, batch_size)
     encoder = work_encoder(engine.dialect.name)
     try:
         ensure_work_indexes(engine)
         if size >= PARALLEL_MIN_BYTES and not strict:
             deferred = defer_indexes(engine)
         if workers > 0:  # started with a bare __main__: inside Streamlit, not the page again
-            pool = spawned_pool(workers, init_worker, (schema, encoder, engine_spec(engine)))
+            initargs = (schema, encoder, engine_spec(engine), stage_dir)
+            pool = spawned_pool(workers, init_worker, initargs)
         look_up = _any_stored(engine)  # into an empty table no line can be unchanged
         if pool is None:
             chunks = _with_known(engine, iter_chunks(path), schema, look_up)
-            parsed_chunks: Iterator[tuple[list[Parsed], int]] = (
-                (parse_chunk(chunk, schema, known, encoder), pos) for chunk, pos, known in chunks
+            parsed_chunks: Iterator[tuple[list[Parsed], int, int]] = (
+                (parse_chunk(chunk, schema, known, encoder), pos, -1)
+                for chunk, pos, known in chunks
             )
         else:  # the workers look the stored hashes up themselves
-            parsed_chunks = parse_in_pool(pool, iter_blocks(path, spans=True), workers, look_up)
+            groups = Groups(batch_size if stage_dir else 0, BLOCK_BYTES)
+            spans = iter_blocks(path, spans=True)
+            parsed_chunks = parse_in_pool(pool, spans, workers, look_up, groups)
         # The parsed chunks come back as millions of fresh objects and no cycles: the cycle
         # collector's passes over them, in the pool's thread that unpickles them, held the
         # GIL that the writer's thread needs after each row (4.2 s of a 1M SQLite import).
         with collector.paused():
-            _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size, not look_up)
+            _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size,
+                     not look_up, stage_dir, workers)  # fmt: skip
     except (_Stop, FrameReadError) as exc:
         reason, cause = str(exc), exc
     except Exception as exc:  # the database (or anything else) failed: say so in one line
@@ -225,6 +147,8 @@ def import_frame(
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        if stage_dir is not None:
+            shutil.rmtree(stage_dir, ignore_errors=True)
         bar.close()
         reporter.close()
     _end(engine, run_id, summary, deferred, strict, reason, cause)
@@ -259,6 +183,20 @@ def _end(
 Chunk = list[tuple[int, bytes]]
 
 
+def _staging_dir(engine: Engine, workers: int, strict: bool, batch_size: int) -> str | None:
+    """A new directory for the workers to stage their rows in (db/staging.py), or None: the
+    rows come back pickled. Only into SQLite (PostgreSQL takes the rows by COPY), outside
+    --strict, whose one transaction would read every group's files at once, and for
+    transactions of at most STAGED_BATCH_MAX lines, which are held whole until written."""
+    staged = 0 < workers <= MAX_STAGING_WORKERS and batch_size <= STAGED_BATCH_MAX
+    if not staged or strict or not is_sqlite(engine):
+        return None
+    try:
+        return tempfile.mkdtemp(prefix="labeling-import-")
+    except OSError:  # no writable temporary directory: the rows come back pickled instead
+        return None
+
+
 def _any_stored(engine: Engine) -> bool:
     """Whether the works table holds a row (else no line can be unchanged: no lookups)."""
     with engine.connect() as conn:
@@ -280,13 +218,15 @@ def _with_known(
 
 def _consume(
     engine: Engine,
-    parsed_chunks: Iterator[tuple[list[Parsed], int]],
+    parsed_chunks: Iterator[tuple[list[Parsed], int, int]],
     summary: ImportSummary,
-    reporter: _Reporter,
+    reporter: Reporter,
     bar: tqdm,
     strict: bool,
     batch_size: int,
     fresh: bool,
+    stage_dir: str | None = None,
+    workers: int = 0,
 ) -> None:
     try:
         if strict:
@@ -296,7 +236,8 @@ def _consume(
                 writer.write(parsed_chunks, bar)
             summary.add(writer.pending)  # committed
         else:
-            writer = _Writer(engine, None, summary, reporter, strict, batch_size, fresh)
+            writer = _Writer(engine, None, summary, reporter, strict, batch_size, fresh,
+                             stage_dir, workers)  # fmt: skip
             writer.write(parsed_chunks, bar)
     except _Abort:
         summary.aborted = True
@@ -314,11 +255,18 @@ class _Writer:
     """Takes parsed lines in file order: reports, batches and writes them."""
 
     def __init__(self, engine: Engine, conn: Connection | None, summary: ImportSummary,
-                 reporter: _Reporter, strict: bool, batch_size: int,
-                 fresh: bool) -> None:  # fmt: skip
+                 reporter: Reporter, strict: bool, batch_size: int,
+                 fresh: bool, stage_dir: str | None = None,
+                 workers: int = 0) -> None:  # fmt: skip
         self.conn, self.summary, self.reporter = conn, summary, reporter
         self.strict, self.fresh = strict, fresh
         self.handoff = min(batch_size, HANDOFF_LINES)
+        # Staged rows (db/staging.py): batch_size lines a transaction (a batch), written once
+        # their groups are staged whole, which they are when the next group's lines come.
+        self.staged, self.group = stage_dir is not None, -1
+        if self.staged:
+            self.handoff = batch_size
+            self.max_groups = max(1, MAX_ATTACHED // max(1, workers))
         self.seen = SeenIds()
         self.first: Iterator[bool] = iter(())  # see write()
         self.batch: list[Parsed] = []
@@ -327,10 +275,12 @@ class _Writer:
         self.pending = StoredCounts()  # written in the strict transaction, not yet committed
         # Outside --strict, batch_size lines a transaction, written while the next ones fill.
         self.writer = (
-            None if conn is not None else BatchWriter(engine, fresh, summary.add, batch_size)
-        )
+            None if conn is not None
+            else BatchWriter(engine, fresh, summary.add, 0 if self.staged else batch_size,
+                             stage_dir)
+        )  # fmt: skip
 
-    def write(self, parsed_chunks: Iterator[tuple[list[Parsed], int]], bar: tqdm) -> None:
+    def write(self, parsed_chunks: Iterator[tuple[list[Parsed], int, int]], bar: tqdm) -> None:
         """Write every parsed line, then the last batch; return once all are committed."""
         try:
             self._write(parsed_chunks, bar)
@@ -338,12 +288,14 @@ class _Writer:
             if self.writer is not None:
                 self.writer.close()
 
-    def _write(self, parsed_chunks: Iterator[tuple[list[Parsed], int]], bar: tqdm) -> None:
+    def _write(self, parsed_chunks: Iterator[tuple[list[Parsed], int, int]], bar: tqdm) -> None:
         last_pos = 0
         try:
-            for parsed, pos in parsed_chunks:
+            for parsed, pos, group in parsed_chunks:
                 bar.update(pos - last_pos)
                 last_pos = pos
+                if group != self.group:
+                    self._group_done(group)
                 # Whether each line that will reach the duplicate check (a text line without
                 # errors) is its id's first, for the whole chunk at once; _take_text reads it.
                 ids = [p.work_id or "" for p in parsed if not p.binary and not p.errors]
@@ -406,11 +358,25 @@ class _Writer:
         if self.strict and summary.rejected:
             return  # aborting: keep checking so every bad line is reported
         self.batch.append(p)
-        if len(self.batch) >= self.handoff:
+        if len(self.batch) >= self.handoff and not self.staged:
             self._flush()
 
-    def _flush(self) -> None:
-        batch, self.batch = self.batch, []
+    def _group_done(self, group: int) -> None:
+        """A chunk of another staging group came: the lines so far are staged, write them
+        in whole batches; all of them if they span as many groups as a transaction may read."""
+        self.group = group
+        while len(self.batch) >= self.handoff:
+            self._flush(self.handoff)
+        refs = [p.row for p in self.batch if type(p.row) is int]
+        if len({ref_group(ref) for ref in refs}) >= self.max_groups:
+            self._flush()
+
+    def _flush(self, lines: int | None = None) -> None:
+        """Hand the first `lines` lines of the batch (default all) to the writer."""
+        batch, self.batch = (
+            self.batch[:lines],
+            self.batch[len(self.batch) if lines is None else lines :],
+        )
         if self.writer is not None:
             self.writer.submit(batch)  # counted once committed: the counts match the database
         else:

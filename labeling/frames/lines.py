@@ -23,6 +23,7 @@ from sqlalchemy import Connection, Engine
 
 from db.bulk import RowEncoder
 from db.engine import EngineSpec
+from db.staging import StageWriter
 from labeling import collector
 from labeling.frames.checks import check_record, normalize_work_id, score_paths
 from labeling.frames.frame_file import Chunk, FrameReadError, SpanReadError, renumber
@@ -137,19 +138,30 @@ _worker_encoder: RowEncoder | None = None
 _worker_spec: EngineSpec | None = None
 _worker_engine: Engine | None = None
 _worker_conn: Connection | None = None  # autocommit, for the stored-hash lookups
+_worker_stage: StageWriter | None = None
 
 
 def init_worker(
-    schema: Schema, encoder: RowEncoder | None = None, spec: EngineSpec | None = None
+    schema: Schema,
+    encoder: RowEncoder | None = None,
+    spec: EngineSpec | None = None,
+    stage_dir: str | None = None,
 ) -> None:
-    """Give a worker process the schema, row encoder and database once (pool initializer)."""
+    """Give a worker process the schema, row encoder and database once (pool initializer).
+
+    stage_dir: the rows it builds are staged there (db/staging.py), not sent back.
+    """
     global _worker_schema, _worker_encoder, _worker_spec, _worker_engine, _worker_conn
+    global _worker_stage
     _worker_schema, _worker_encoder, _worker_spec = schema, encoder, spec
     _worker_engine = _worker_conn = None
+    _worker_stage = None
+    if stage_dir is not None and encoder is not None:
+        _worker_stage = StageWriter(stage_dir, encoder.keys)
 
 
 def parse_chunk_in_worker(
-    chunk: Chunk, known: Known | None = None, look_up: bool = False
+    chunk: Chunk, known: Known | None = None, look_up: bool = False, group: int = -1
 ) -> tuple[list[Parsed], int]:
     """parse_chunk with the worker's schema and row encoder, and the chunk's number of lines.
 
@@ -169,7 +181,13 @@ def parse_chunk_in_worker(
             _worker_conn = _worker_engine.connect().execution_options(isolation_level="AUTOCOMMIT")
             atexit.register(_worker_conn.close)  # registered last: runs before the dispose
         known = known_hashes(_worker_conn, chunk, _plan_for(_worker_schema)[1])
-    return parse_chunk(chunk, _worker_schema, known, _worker_encoder), len(chunk)
+    parsed = parse_chunk(chunk, _worker_schema, known, _worker_encoder)
+    if _worker_stage is not None and group >= 0:
+        built = [p for p in parsed if p.row is not None]
+        refs = _worker_stage.put(group, [p.row for p in built])
+        for p, ref in zip(built, refs, strict=True):
+            p.row = ref
+    return parsed, len(chunk)
 
 
 def _unparsable(number: int, line: bytes, exc: Exception, schema: Schema) -> Parsed:
@@ -279,21 +297,56 @@ def _paths_for(schema: Schema) -> frozenset[str]:
     return _cached(schema)[2]
 
 
+class Groups:
+    """Cuts the chunks sent to the workers into staging groups of about `lines` lines each.
+
+    A group is what the importing process writes in one transaction (db/staging.py), so it
+    stands for the import's batch size. Chunks are cut by bytes, and their lines are counted
+    by the workers: a chunk's lines are guessed from those counted so far (at first, lines
+    of LINE_BYTES). lines=0: no groups, every chunk is in group -1.
+    """
+
+    LINE_BYTES = 3000
+
+    def __init__(self, lines: int, chunk_bytes: int) -> None:
+        self.lines, self.guess = lines, max(1.0, chunk_bytes / self.LINE_BYTES)
+        self.group, self.in_group = 0, 0  # the current group and its chunks so far
+        self.counted = self.chunks = 0  # lines counted by the workers, in how many chunks
+
+    def next(self) -> int:
+        """The group of the next chunk."""
+        if not self.lines:
+            return -1
+        per_chunk = self.counted / self.chunks if self.chunks else self.guess
+        if self.in_group and (self.in_group + 1) * per_chunk > self.lines:
+            self.group, self.in_group = self.group + 1, 0
+        self.in_group += 1
+        return self.group
+
+    def count(self, lines: int) -> None:
+        """A chunk came back with this many lines."""
+        self.counted += lines
+        self.chunks += 1
+
+
 def parse_in_pool(
     pool: ProcessPoolExecutor, chunks: Iterator[tuple[Chunk, int]], workers: int,
-    look_up: bool,
-) -> Iterator[tuple[list[Parsed], int]]:  # fmt: skip
+    look_up: bool, groups: Groups | None = None,
+) -> Iterator[tuple[list[Parsed], int, int]]:  # fmt: skip
     """Parse chunks in the pool, in order, with a bounded number in flight (bounded memory).
 
-    The lines of a Span come back numbered from its start: they are renumbered here, in
-    file order, as is a worker's failure to read one (see frame_file.Span).
+    Yields each chunk's lines, the bytes read so far and the chunk's staging group (-1: its
+    rows are not staged; see Groups). The lines of a Span come back numbered from its start:
+    they are renumbered here, in file order, as is a worker's failure to read one (see
+    frame_file.Span).
     """
-    pending: deque[tuple[Any, Chunk, int]] = deque()
+    groups = groups or Groups(0, 1)
+    pending: deque[tuple[Any, Chunk, int, int]] = deque()
     first = 1  # the number of the next chunk's first line
 
-    def result() -> tuple[list[Parsed], int]:
+    def result() -> tuple[list[Parsed], int, int]:
         nonlocal first
-        future, chunk, pos = pending.popleft()
+        future, chunk, pos, group = pending.popleft()
         try:
             parsed, count = future.result()
         except SpanReadError as exc:  # a worker's own read error stops here, with its line
@@ -301,7 +354,8 @@ def parse_in_pool(
             raise FrameReadError(f"{where} ({exc.detail})") from exc
         renumber(parsed, chunk, first)
         first += count
-        return parsed, pos
+        groups.count(count)
+        return parsed, pos, group
 
     while True:
         try:
@@ -312,7 +366,9 @@ def parse_in_pool(
             while pending:
                 yield result()
             raise
-        pending.append((pool.submit(parse_chunk_in_worker, chunk, None, look_up), chunk, pos))
+        group = groups.next()
+        future = pool.submit(parse_chunk_in_worker, chunk, None, look_up, group)
+        pending.append((future, chunk, pos, group))
         if len(pending) >= 4 * workers:
             yield result()
     while pending:

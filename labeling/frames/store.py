@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from db.bulk import RowEncoder, insert_encoded, insert_new_encoded
+from db.bulk import RowEncoder, insert_encoded, insert_new_encoded, stored_before
 from db.models import Prediction, Work, utcnow
+from db.staging import Names, StagingError, attach_files, fetch_staged, insert_staged
 
 if TYPE_CHECKING:
     from labeling.frames.lines import Parsed
@@ -26,21 +27,32 @@ class StoredCounts:
 
 
 def write_batch(
-    conn: Connection, batch: list[Parsed], summary: StoredCounts, fresh: bool = False
+    conn: Connection,
+    batch: list[Parsed],
+    summary: StoredCounts,
+    fresh: bool = False,
+    stage_dir: str | None = None,
 ) -> None:
     """Insert new works, update changed ones (keeping superseded predictions), count the rest.
 
     Lines known unchanged by their hash (not decoded) are only counted. fresh: the works
     table was empty when the import started, so the rows are inserted without looking
-    their ids up first (see _insert_all).
+    their ids up first (see _insert_all). stage_dir: where the rows a line has only the
+    ref of (an int) are staged (db/staging.py).
     """
     decoded = [p for p in batch if not p.known]
     summary.unchanged += len(batch) - len(decoded)
     encoder = work_encoder(conn.dialect.name)
-    if fresh and decoded:
+    staged = [p for p in decoded if type(p.row) is int]
+    names = _attach(conn, stage_dir, staged)
+    if fresh and staged and len(staged) == len(decoded):
+        decoded = _insert_staged(conn, encoder, names, decoded, summary)
+    elif fresh and decoded:
+        _materialise(conn, encoder, names, staged)
         decoded = _insert_all(conn, encoder, decoded, summary)
     if not decoded:
         return
+    _materialise(conn, encoder, names, [p for p in decoded if type(p.row) is int])
     add_rows(decoded, encoder)  # lines parsed without an encoder (in this process)
     # Only checked lines reach the store: each has its id.
     rows = stored_rows(conn, [p.work_id for p in decoded if p.work_id is not None], _STORED)
@@ -99,6 +111,50 @@ def _insert_all(
     skipped = insert_new_encoded(conn, encoder, [p.row for p in decoded], "id")
     summary.inserted += len(decoded) - len(skipped)
     return [decoded[i] for i in skipped]
+
+
+def _attach(conn: Connection, stage_dir: str | None, staged: list[Parsed]) -> Names:
+    if not staged:
+        return {}
+    assert stage_dir is not None  # a worker stages rows only when the import gave a place
+    return attach_files(_dbapi(conn), stage_dir, [p.row for p in staged])
+
+
+def _dbapi(conn: Connection) -> Any:
+    dbapi = conn.connection.driver_connection
+    assert dbapi is not None  # only a closed or invalidated pool entry has none
+    return dbapi
+
+
+def _materialise(conn: Connection, encoder: RowEncoder, names: Names,
+                 staged: list[Parsed]) -> None:  # fmt: skip
+    """Give staged lines their rows back (read from the staging files)."""
+    if not staged:
+        return
+    rows = fetch_staged(_dbapi(conn), encoder.keys, names, [p.row for p in staged])
+    for p, row in zip(staged, rows, strict=True):
+        p.row = row
+
+
+def _insert_staged(conn: Connection, encoder: RowEncoder, names: Names,
+                   decoded: list[Parsed], summary: StoredCounts) -> list[Parsed]:  # fmt: skip
+    """_insert_all for lines whose rows are staged (db/staging.py): copied in by INSERT ...
+    SELECT, in C; the lines whose id is stored after all come back, with their rows."""
+    dbapi = _dbapi(conn)
+    table = encoder.table_name
+    last = dbapi.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0] or 0
+    inserted = insert_staged(dbapi, table, encoder.keys, names, [p.row for p in decoded],
+                             ' ON CONFLICT ("id") DO NOTHING')  # fmt: skip
+    summary.inserted += inserted
+    if inserted == len(decoded):
+        return []
+    stored = stored_before(dbapi, table, "id", last, [p.work_id for p in decoded])
+    skipped = [p for p in decoded if p.work_id in stored]
+    if len(skipped) != len(decoded) - inserted:  # a staged row missing: never carry on
+        raise StagingError(f"{len(decoded) - inserted} staged rows not inserted, "
+                           f"{len(skipped)} of them stored before")  # fmt: skip
+    _materialise(conn, encoder, names, skipped)
+    return skipped
 
 
 def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:

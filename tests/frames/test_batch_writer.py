@@ -26,7 +26,8 @@ from tests.conftest import make_record, write_jsonl
 def _fake_write(events: list[tuple[str, Any]], hold: threading.Event, fail: Any = None) -> Any:
     """A write_batch that records when each batch starts and ends; batch 1 waits for `hold`."""
 
-    def write(conn: Any, batch: list[Any], counts: StoredCounts, fresh: bool) -> None:
+    def write(conn: Any, batch: list[Any], counts: StoredCounts, fresh: bool,
+              stage_dir: Any = None) -> None:  # fmt: skip
         events.append(("start", batch[0]))
         if batch[0] == 1:
             assert hold.wait(10)
@@ -152,9 +153,9 @@ def test_the_cycle_collector_is_paused_while_an_import_takes_its_batches(
     enabled: list[bool] = []
     write = batch_writer.write_batch
 
-    def spy(conn: Any, batch: list[Any], counts: StoredCounts, fresh: bool) -> None:
+    def spy(conn: Any, batch: list[Any], counts: StoredCounts, fresh: bool, *rest: Any) -> None:
         enabled.append(gc.isenabled())  # one switch for the whole process, every thread
-        write(conn, batch, counts, fresh)
+        write(conn, batch, counts, fresh, *rest)
 
     monkeypatch.setattr(batch_writer, "write_batch", spy)
     records = [make_record(seed_record, f"W{i}") for i in range(1, 31)]

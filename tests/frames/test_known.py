@@ -165,9 +165,9 @@ def test_workers_look_the_hashes_up_and_skip_unchanged_lines(
     known: list[bool] = []
     real = batch_writer.write_batch
 
-    def spying(conn: Any, batch: list[Any], counts: Any, fresh: bool = False) -> None:
+    def spying(conn: Any, batch: list[Any], counts: Any, fresh: bool = False, *rest: Any) -> None:
         known.extend(p.known for p in batch)
-        real(conn, batch, counts, fresh)
+        real(conn, batch, counts, fresh, *rest)
 
     monkeypatch.setattr(batch_writer, "write_batch", spying)
     again = import_frame(engine, path, schema, workers=2, batch_size=100)
