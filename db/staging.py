@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,8 @@ MAX_STAGING_WORKERS = 5
 # The importing process reads a group's files through a memory map, not a read() a page.
 _MMAP_BYTES = 1 << 30
 _GROUP_FILE = re.compile(r"^(\d+)-(\d+)\.db$")
+DIR_PREFIX = "labeling-import-"
+_DIR = re.compile(rf"^{DIR_PREFIX}(\d+)-")
 _PREFIX = "stage_"
 
 
@@ -45,6 +49,39 @@ Names = dict[tuple[int, int], str]  # (group, slot) -> the attached file's schem
 
 class StagingError(RuntimeError):
     """A worker could not write its rows into its staging file (say, the disk is full)."""
+
+
+def make_stage_dir(parent: str | None = None) -> str:
+    """A new staging directory (in `parent`, default the system's temporary directory) named
+    after this process, after removing those of imports whose process is gone (killed)."""
+    parent = parent or tempfile.gettempdir()
+    remove_stale(parent)
+    return tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=parent)
+
+
+def remove_stale(parent: str) -> list[str]:
+    """Delete the staging directories in `parent` whose import's process is gone; their paths.
+
+    A killed import (SIGKILL, a crash) leaves its directory behind, up to a few hundred MB.
+    """
+    removed = []
+    for entry in os.scandir(parent):
+        match = _DIR.match(entry.name)
+        if match and entry.is_dir(follow_symlinks=False) and not _alive(int(match[1])):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def stage_ref(group: int, slot: int, rowid: int) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import multiprocessing
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from tqdm import tqdm
 from db.engine import engine_spec, is_sqlite, write_connection
 from db.indexes import defer_indexes, ensure_work_indexes
 from db.models import Work
-from db.staging import MAX_ATTACHED, MAX_STAGING_WORKERS, ref_group
+from db.staging import MAX_ATTACHED, MAX_STAGING_WORKERS, make_stage_dir, ref_group
 from labeling import collector
 from labeling.frames.batch_writer import BatchWriter
 from labeling.frames.frame_file import BLOCK_BYTES, FrameReadError, iter_blocks, iter_chunks
@@ -192,7 +191,7 @@ def _staging_dir(engine: Engine, workers: int, strict: bool, batch_size: int) ->
     if not staged or strict or not is_sqlite(engine):
         return None
     try:
-        return tempfile.mkdtemp(prefix="labeling-import-")
+        return make_stage_dir()
     except OSError:  # no writable temporary directory: the rows come back pickled instead
         return None
 

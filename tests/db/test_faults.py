@@ -82,8 +82,11 @@ def test_sigkill_during_import_then_rerun_completes(tmp_path: Path) -> None:
     db = tmp_path / "labeling.db"
     url = f"sqlite:///{db}"
     args = _cli(url, "import-frame", str(frame), "--batch-size", str(BATCH))
+    staging = tmp_path / "tmp"  # where the workers stage their rows (db/staging.py)
+    staging.mkdir()
+    env = {**os.environ, "TMPDIR": str(staging)}
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, env=env)  # fmt: skip
     deadline = time.monotonic() + 120
     seen = 0
     while time.monotonic() < deadline and proc.poll() is None:
@@ -102,7 +105,9 @@ def test_sigkill_during_import_then_rerun_completes(tmp_path: Path) -> None:
     expected = {idx.name for idx in Work.__table__.indexes}
     assert _work_indexes(db) == expected - DEFERRED  # the bulk load had dropped those
 
-    rerun = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert [p.name[:16] for p in staging.iterdir()] == ["labeling-import-"]  # left behind
+    rerun = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert list(staging.iterdir()) == []  # the killed import's removed, the rerun's too
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert f"{FRAME_RECORDS - killed_at} inserted" in rerun.stdout
     assert f"{killed_at} unchanged" in rerun.stdout

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from db.staging import (
     attach_files,
     drop_groups,
     fetch_staged,
+    make_stage_dir,
     ref_group,
     runs,
     stage_ref,
@@ -164,13 +167,12 @@ def test_a_staged_import_stores_what_the_pickled_rows_stored(
     """The same frame through the workers, staged and not, then again changed: same rows,
     same counts, same problems; the staging directory is gone after each import."""
     made: list[str] = []
-    real_mkdtemp = tempfile.mkdtemp
 
-    def mkdtemp(**kwargs: Any) -> str:
-        made.append(real_mkdtemp(dir=tmp_path, **kwargs))
+    def make() -> str:
+        made.append(make_stage_dir(str(tmp_path)))
         return made[-1]
 
-    monkeypatch.setattr(importer.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(importer, "make_stage_dir", make)
     copied: list[int] = []  # rows each import copied from, then read back from, staging
 
     def counting(name: str) -> Any:
@@ -219,10 +221,10 @@ def test_without_a_temporary_directory_the_rows_come_back_pickled(
     sqlite_engine: Engine, schema: Schema, seed_record: dict[str, Any], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    def refuse(**kwargs: Any) -> str:
+    def refuse() -> str:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(importer.tempfile, "mkdtemp", refuse)
+    monkeypatch.setattr(importer, "make_stage_dir", refuse)
     summary = import_frame(sqlite_engine, _frame(seed_record, tmp_path, "f.jsonl"), schema,
                            workers=2)  # fmt: skip
     assert (summary.inserted, summary.rejected, summary.failed) == (598, 3, False)
@@ -244,9 +246,23 @@ def test_which_imports_stage_their_rows(
     engine_url: str, workers: int, strict: bool, batch_size: int, staged: bool,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    monkeypatch.setattr(importer.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     url = f"sqlite:///{tmp_path}/x.db" if engine_url == "sqlite" else "postgresql+psycopg://x@h/d"
     engine = create_engine(url)
     made = importer._staging_dir(engine, workers, strict, batch_size)
     assert (made is not None) == staged
     assert made is None or Path(made).parent == tmp_path
+
+
+def test_a_new_import_removes_the_staging_directories_of_killed_ones(tmp_path: Path) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    dead = tmp_path / f"labeling-import-{gone.stdout.strip()}-abc"
+    alive = tmp_path / f"labeling-import-{os.getppid()}-def"  # another import, running
+    other = tmp_path / "labeling-import-notes"
+    for directory in (dead, alive, other):
+        directory.mkdir()
+        (directory / "0-0.db").write_bytes(b"rows")
+    made = Path(make_stage_dir(str(tmp_path)))
+    assert made.name.startswith(f"labeling-import-{os.getpid()}-")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name, made.name])
