@@ -3,17 +3,18 @@
 A frame import's workers build each new works row. Sent back pickled, the importing process
 unpickled every value and bound it again for its `executemany`: 18.7 us a row, in the one
 process every row goes through. Staged, a worker writes its rows into a small SQLite file
-of its own, in parallel, and the importing process copies them into works in C, one
-`INSERT ... SELECT` per run of rows: 10.4 us a row for both (bench/RESULTS.md, issue 16,
-nineteenth pass).
+of its own, in parallel, and the importing process attaches the file and copies the rows
+into works in C, one `INSERT ... SELECT` per run of them: 10.4 us a row, with the unpickling
+of what is left of each line (bench/RESULTS.md, issue 16, nineteenth pass).
 
 The files: one per (group, worker slot), `<group>-<slot>.db` in the import's own temporary
-directory. A group is a run of consecutive chunks of the frame. The importing process
-writes a group's rows, in a transaction of their own, only once every chunk of the group
-has come back, so no worker still writes to a file it reads: SQLite keeps a file read in a
-transaction locked till the transaction ends, and a writer would wait on it. After the
-commit the group's files are deleted. A worker claims a slot as it starts. A staged row is
-named by one integer (stage_ref): its group, slot and rowid.
+directory. A group is a run of consecutive chunks of the frame (about a batch of lines).
+The importing process reads a group's files only once every chunk of the group has come
+back, so that no worker writes to a file being read: SQLite keeps a file read in a
+transaction locked till the transaction ends, and a writer would wait on it. Once a
+transaction has committed, the files of the groups before its last one are deleted. A
+worker claims a slot as it starts. A staged row is named by one integer (stage_ref): its
+group, slot and rowid.
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ SLOT_BITS = 6
 ROWID_BITS = 34
 MAX_SLOTS = 1 << SLOT_BITS
 # SQLite attaches at most 10 files to a connection (SQLITE_MAX_ATTACHED, the usual build's
-# bound). A transaction reads a file per worker for each group its rows are in: with more
-# workers than this, the rows are not staged.
+# bound). A transaction reads a file per worker for each group its rows are in, and a batch
+# of lines usually spans two groups: with more workers than this, the rows are not staged.
 MAX_ATTACHED = 10
-MAX_STAGING_WORKERS = 5
+MAX_STAGING_WORKERS = MAX_ATTACHED // 2
 # The importing process reads a group's files through a memory map, not a read() a page.
 _MMAP_BYTES = 1 << 30
 _GROUP_FILE = re.compile(r"^(\d+)-(\d+)\.db$")
 DIR_PREFIX = "labeling-import-"
+_WHERE_TEMPORARY = "the import's temporary files go to TMPDIR"
 _DIR = re.compile(rf"^{DIR_PREFIX}(\d+)-")
 _PREFIX = "stage_"
 
@@ -48,7 +50,7 @@ Names = dict[tuple[int, int], str]  # (group, slot) -> the attached file's schem
 
 
 class StagingError(RuntimeError):
-    """A worker could not write its rows into its staging file (say, the disk is full)."""
+    """Staged rows could not be written or read (say, the disk is full, or the files went)."""
 
 
 def make_stage_dir(parent: str | None = None) -> str:
@@ -138,8 +140,7 @@ class StageWriter:
             return self._put(group, rows)
         except sqlite3.Error as exc:
             where = _file(self.directory, group, self.slot)
-            raise StagingError(f"{where}: cannot stage rows ({exc}); the import's temporary "
-                               "files go to TMPDIR") from exc  # fmt: skip
+            raise StagingError(f"{where}: cannot stage rows ({exc}); {_WHERE_TEMPORARY}") from exc
 
     def _put(self, group: int, rows: Sequence[Any]) -> list[int]:
         if group != self._group:
@@ -186,8 +187,12 @@ def attach_files(dbapi_conn: Any, directory: str | Path, refs: Sequence[int]) ->
             continue
         names[group, slot] = name = f"{_PREFIX}{group}_{slot}"
         if name not in attached:
-            dbapi_conn.execute(f"ATTACH DATABASE ? AS {name}",
-                               (str(_file(directory, group, slot)),))  # fmt: skip
+            where = _file(directory, group, slot)
+            try:
+                dbapi_conn.execute(f"ATTACH DATABASE ? AS {name}", (str(where),))
+            except sqlite3.Error as exc:  # the file is gone: not the database's fault
+                reason = f"cannot read the rows the workers staged there ({exc})"
+                raise StagingError(f"{where}: {reason}; {_WHERE_TEMPORARY}") from exc
             dbapi_conn.execute(f"PRAGMA {name}.mmap_size={_MMAP_BYTES}")
     return names
 

@@ -4,6 +4,8 @@ pickled rows stored, whatever the groups, slots and runs, and nothing is left be
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -266,3 +268,44 @@ def test_a_new_import_removes_the_staging_directories_of_killed_ones(tmp_path: P
     made = Path(make_stage_dir(str(tmp_path)))
     assert made.name.startswith(f"labeling-import-{os.getpid()}-")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, other.name, made.name])
+
+
+def test_staging_files_lost_mid_import_fail_it_cleanly_and_a_rerun_completes(
+    sqlite_engine: Engine, schema: Schema, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The staging directory vanishes after the third commit (a cleaner, a full disk): the
+    import stops with a message, keeps whole batches, and re-running it stores the rest."""
+    records = [orjson.dumps(r).decode() for r in iter_synthetic_records(2000, seed=11)]
+    path = write_jsonl(tmp_path / "f.jsonl", records)
+    made: list[str] = []
+    commits = 0
+    real_commit = importer.BatchWriter._commit
+
+    def make() -> str:
+        made.append(make_stage_dir(str(tmp_path)))
+        return made[-1]
+
+    def commit(self: Any) -> Any:
+        nonlocal commits
+        counts = real_commit(self)
+        commits += 1
+        if commits == 3:
+            shutil.rmtree(made[-1])
+        return counts
+
+    monkeypatch.setattr(importer, "make_stage_dir", make)
+    monkeypatch.setattr(importer.BatchWriter, "_commit", commit)
+    with pytest.raises(importer.ImportFailed) as failed:
+        import_frame(sqlite_engine, path, schema, workers=2, batch_size=100)
+    summary = failed.value.summary
+    assert summary.exit_code == 2
+    assert re.search(r"\(StagingError\): .*/1-\d\.db: cannot read the rows the workers staged "
+                     r"there \(unable to open database.*TMPDIR; before the failure",
+                     str(failed.value))  # fmt: skip
+    assert summary.inserted == 300 == len(_stored(sqlite_engine))  # three whole batches
+    monkeypatch.setattr(importer.BatchWriter, "_commit", real_commit)
+    again = import_frame(sqlite_engine, path, schema, workers=2, batch_size=100)
+    assert (again.inserted, again.unchanged, again.failed) == (1700, 300, False)
+    ids = sorted(orjson.loads(line)["id"].rsplit("/", 1)[-1] for line in records)
+    assert sorted(row[0] for row in _stored(sqlite_engine)) == ids
+    assert not any(os.path.exists(d) for d in made)
