@@ -115,7 +115,9 @@ class StageWriter:
     def __init__(self, directory: str | Path, keys: Sequence[str]) -> None:
         """directory: the import's staging directory; keys: the rows' columns, in order."""
         self.directory, self.keys = Path(directory), tuple(keys)
-        self.slot = self._claim()
+        # Claimed at the first put: a failure then is the chunk's, with its message (in a
+        # pool's initializer it would only break the pool).
+        self.slot = -1
         self._group = -1
         self._conn: sqlite3.Connection | None = None
         cols = _columns(self.keys)
@@ -143,6 +145,8 @@ class StageWriter:
             raise StagingError(f"{where}: cannot stage rows ({exc}); {_WHERE_TEMPORARY}") from exc
 
     def _put(self, group: int, rows: Sequence[Any]) -> list[int]:
+        if self.slot < 0:
+            self.slot = self._claim()
         if group != self._group:
             self.close()  # the group before is whole: the importing process reads it next
             conn = sqlite3.connect(_file(self.directory, group, self.slot), isolation_level=None)
