@@ -3,6 +3,7 @@ pickled rows stored, whatever the groups, slots and runs, and nothing is left be
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import shutil
@@ -163,9 +164,9 @@ def _frame(seed_record: dict[str, Any], tmp_path: Path, name: str) -> Path:
     return write_jsonl(tmp_path / name, records)
 
 
-@pytest.mark.parametrize("batch_size", [7, 100, 20_000])
+@pytest.mark.parametrize(("batch_size", "gz"), [(7, False), (100, True), (20_000, False)])
 def test_a_staged_import_stores_what_the_pickled_rows_stored(
-    schema: Schema, seed_record: dict[str, Any], tmp_path: Path, batch_size: int,
+    schema: Schema, seed_record: dict[str, Any], tmp_path: Path, batch_size: int, gz: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     """The same frame through the workers, staged and not, then again changed: same rows,
@@ -197,6 +198,9 @@ def test_a_staged_import_stores_what_the_pickled_rows_stored(
     lines[5] = orjson.dumps(changed).decode()
     lines += [orjson.dumps(make_record(seed_record, f"W{i}")).decode() for i in (902, 903)]
     second.write_text("\n".join(lines) + "\n")
+    if gz:  # read by the importing process, in chunks of lines, not spans
+        for path in (first, second):
+            path.write_bytes(gzip.compress(path.read_bytes()))
     outcomes = []
     for staged in (True, False):
         engine = make_engine(f"sqlite:///{tmp_path}/{staged}.db")
