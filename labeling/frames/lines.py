@@ -300,7 +300,8 @@ def _paths_for(schema: Schema) -> frozenset[str]:
 class Groups:
     """Cuts the chunks sent to the workers into staging groups of about `lines` lines each.
 
-    A group is what the importing process writes in one transaction (db/staging.py), so it
+    The importing process reads a group's staged rows once every chunk of it has come back
+    (db/staging.py), and a transaction reads the files of at most a few groups, so a group
     stands for the import's batch size. Chunks are cut by bytes, and their lines are counted
     by the workers: a chunk's lines are guessed from those counted so far (at first, lines
     of LINE_BYTES). lines=0: no groups, every chunk is in group -1.
