@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Annotated, Any
 
 import msgspec
@@ -23,6 +24,11 @@ from labeling.frames.limits import COLUMN_SOURCES, column_rules
 from labeling.schema import Schema
 
 Unit = Annotated[float, Meta(ge=0.0, le=1.0)]
+# Fields of the record format that nothing checks: known to the model, kept as their raw
+# JSON, so that a seed-shaped record has no field the strict model does not know.
+RAW_FIELDS = ("retraction", "screen")
+NULL = msgspec.Raw(b"null")  # a raw field that is absent or null
+UNKNOWN_FIELD = "Object contains unknown field"  # how the strict model refuses such a field
 # JSON text can hold NUL only as this escape (a raw control byte is not JSON): such a line
 # takes the detailed checks, which word the column it cannot be stored in.
 NUL_ESCAPE = b"\\u0000"
@@ -66,7 +72,7 @@ def _leaf_types(schema: Schema) -> dict[str, Any]:
     for key in checks._BOOL_FIELDS:
         put(key, bool)
     put("routes", dict[str, bool | None])
-    put("direct_labels", list[Any])
+    put("direct_labels", msgspec.Raw)  # a list of anything: see RecordModel.raw
     for key in checks._PRED_UNIT:
         put(f"prediction.{key}", Unit)
     for key in checks._PRED_STR:
@@ -91,12 +97,20 @@ def _leaf_types(schema: Schema) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RecordModel:
-    """The record Struct type, its decoder, and where each dotted path is in a decoded one."""
+    """The record Struct type, its decoders, and where each dotted path is in a decoded one.
+
+    `strict` refuses a field the model does not know (UNKNOWN_FIELD), at any level: every
+    number of a record it accepts was read and range-checked, but for those in the raw
+    fields (`raw`), direct_labels and RAW_FIELDS, whose JSON text is kept. `decoder` skips
+    unknown fields unread (the detailed checks do not look at them either).
+    """
 
     decoder: msgspec.json.Decoder[Any]
+    strict: msgspec.json.Decoder[Any]
     empty: dict[str, Any]  # dotted path of a nested Struct -> an instance with every field None
     types: dict[str, Any]  # dotted path of a value -> its type in the model
     levels: dict[str, tuple[str, ...]]  # dotted path of a Struct ("" the record) -> its paths
+    raw: Any  # a decoded record -> the values of its raw fields (direct_labels first)
 
     def columns(self, records: Sequence[Any]) -> Columns:
         """Column access to a chunk of decoded records."""
@@ -136,7 +150,8 @@ class Columns:
             self.cache[path] = column
 
 
-def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], path: str) -> Any:
+def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], path: str,
+            strict: bool) -> Any:  # fmt: skip
     """A Struct for one level of the tree; keys become f0, f1... renamed to the JSON keys."""
     specs: list[Any] = []
     rename: dict[str, str] = {}
@@ -145,19 +160,22 @@ def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], p
         rename[attr] = key
         sub = f"{path}.{key}" if path else key
         if isinstance(node, dict):
-            kind = _struct(f"{name}_{i}", node, model, sub)
+            kind = _struct(f"{name}_{i}", node, model, sub, strict)
             model["empty"][sub] = kind()
         else:
             kind = model["types"][sub] = node
         if sub == "id":
             specs.append((attr, kind))  # required: a record without one is rejected
+        elif kind is msgspec.Raw:  # no union with None: null reads as NULL
+            specs.append((attr, kind, NULL))
+            model["raw"][sub] = attr
         else:
             specs.append((attr, kind | None, None))
     specs.sort(key=lambda spec: len(spec) != 2)  # required fields first
     # The level's paths in the Struct's own field order: astuple gives them so (Columns).
     model["levels"][path] = tuple(f"{path}.{rename[spec[0]]}" if path else rename[spec[0]]
                                   for spec in specs)  # fmt: skip
-    return msgspec.defstruct(name, specs, rename=rename)
+    return msgspec.defstruct(name, specs, rename=rename, forbid_unknown_fields=strict)
 
 
 def _model(schema: Schema) -> RecordModel | None:
@@ -176,11 +194,20 @@ def _model(schema: Schema) -> RecordModel | None:
         if isinstance(node.get(last), dict):
             return None
         node[last] = kind
-    parts: dict[str, dict[str, Any]] = {"empty": {}, "types": {}, "levels": {}}
-    record = _struct("Record", tree, parts, "")
-    return RecordModel(
-        msgspec.json.Decoder(record), parts["empty"], parts["types"], parts["levels"]
-    )
+    for key in RAW_FIELDS:  # unless the schema reads something under it
+        tree.setdefault(key, msgspec.Raw)
+    lenient = _struct("Record", tree, _parts(), "", strict=False)
+    parts = _parts()
+    record = _struct("Record", tree, parts, "", strict=True)
+    attrs = [parts["raw"][path] for path in sorted(parts["raw"], key="direct_labels".__ne__)]
+    get = attrgetter(*attrs)
+    raw = get if len(attrs) > 1 else lambda record: (get(record),)
+    return RecordModel(msgspec.json.Decoder(lenient), msgspec.json.Decoder(record),
+                       parts["empty"], parts["types"], parts["levels"], raw)  # fmt: skip
+
+
+def _parts() -> dict[str, dict[str, Any]]:
+    return {"empty": {}, "types": {}, "levels": {}, "raw": {}}
 
 
 _models: dict[str, RecordModel | None] = {}

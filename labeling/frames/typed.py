@@ -20,7 +20,7 @@ from db.bulk import RowEncoder
 from db.models import utcnow
 from labeling.frames.batch_checks import batch_columns, batch_machine, batch_warnings
 from labeling.frames.machine_columns import machine_hash
-from labeling.frames.record_model import NUL_ESCAPE, record_model
+from labeling.frames.record_model import NUL_ESCAPE, NULL, UNKNOWN_FIELD, record_model
 from labeling.schema import Schema
 
 # Digits become "0" and "E" becomes "e" (a "+" is dropped), so that two searches find every
@@ -42,6 +42,18 @@ def _may_overflow(line: bytes) -> bool:
     return _EXPONENT(digits) is not None or _LONG_INTEGER in digits
 
 
+def _raw_ok(values: tuple[Any, ...]) -> bool:
+    """Whether a record's raw fields are as check_record takes them: direct_labels (first) a
+    list or null, and no number in any of them too large for a double."""
+    for i, value in enumerate(values):
+        if value == NULL:
+            continue
+        text = bytes(value) + b" "  # a number ends where the value ends: _EXPONENT needs an end
+        if (i == 0 and text[:1] != b"[") or _may_overflow(text):
+            return False
+    return True
+
+
 def typed_chunk(
     lines: list[tuple[int, bytes]],
     schema: Schema,
@@ -58,7 +70,7 @@ def typed_chunk(
         return [None] * len(lines)
     out: list[Any] = [None] * len(lines)
     records, where, texts = [], [], []
-    decode = model.decoder.decode
+    strict, lenient, raw = model.strict.decode, model.decoder.decode, model.raw
     for i, (_, line) in enumerate(lines):
         # With an encoder the row holds the line's bytes and no text is kept: only whether
         # the line is UTF-8 matters, which an ASCII line is (decoding it took 1.1 us).
@@ -71,12 +83,24 @@ def typed_chunk(
         except UnicodeDecodeError:
             continue
         # A backslash first: one byte is found with memchr, the escape took 2.3 us a line.
-        if _may_overflow(line) or (b"\\" in line and NUL_ESCAPE in line):
+        if b"\\" in line and NUL_ESCAPE in line:
             continue  # NUL: a text column may not store it, and check_record says which
         try:
-            records.append(decode(line))
-        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            record = strict(line)
+        except msgspec.ValidationError as exc:
+            # A field the model does not know: its numbers were skipped unread. Scanning
+            # every line for them instead took 4.4 us of a line's 10.6 (with the decoding).
+            if not str(exc).startswith(UNKNOWN_FIELD) or _may_overflow(line):
+                continue
+            try:
+                record = lenient(line)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                continue
+        except (msgspec.DecodeError, RecursionError):
             continue
+        if not _raw_ok(raw(record)):
+            continue
+        records.append(record)
         where.append(i)
         texts.append(text)
     if not records:
