@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any
@@ -310,29 +310,41 @@ def insert_new_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any],
         return []
     dbapi_conn = conn.connection.driver_connection
     assert dbapi_conn is not None  # only a closed or invalidated pool entry has none
-    table = f'"{encoder.table_name}"'
-    last = dbapi_conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
-    inserted = _execute_many(dbapi_conn, encoder, rows, f' ON CONFLICT ("{key}") DO NOTHING')
-    if inserted == len(rows):
-        return []
     at = encoder.keys.index(key)
-    keys = [row[at] for row in rows]
-    stored = stored_before(dbapi_conn, encoder.table_name, key, last, keys)
-    skipped = [i for i, k in enumerate(keys) if k in stored]
-    if len(skipped) != len(rows) - inserted:
+    skipped = insert_new_sqlite(
+        dbapi_conn, encoder.table_name, key, len(rows),
+        lambda tail: _execute_many(dbapi_conn, encoder, rows, tail),
+        lambda: [row[at] for row in rows],
+    )  # fmt: skip
+    if skipped is None:
         raise RuntimeError(f"{encoder.table_name}: two of the rows have the same {key}")
     return skipped
 
 
-def stored_before(dbapi_conn: Any, table: str, key: str, last: int, keys: list[Any]) -> set[Any]:
-    """Which of the keys a SQLite table holds at a rowid up to `last` (stored before)."""
+def insert_new_sqlite(
+    dbapi_conn: Any, table: str, key: str, n: int, insert: Callable[[str], int],
+    keys: Callable[[], list[Any]],
+) -> list[int] | None:  # fmt: skip
+    """n rows inserted into a SQLite table by insert(tail), which appends `tail` (ON CONFLICT
+    DO NOTHING) to its statements and returns the rows inserted.
+
+    Returns the positions (in keys(), the rows' keys, asked for only then) of the rows not
+    inserted because their key was stored at a rowid from before; None when those do not
+    account for every row not inserted (two rows with one key, or a row that was missing).
+    """
+    last = dbapi_conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0] or 0
+    inserted = insert(f' ON CONFLICT ("{key}") DO NOTHING')
+    if inserted == n:
+        return []
+    values = keys()
     stored: set[Any] = set()
-    for i in range(0, len(keys), 500):  # under SQLite's limit of bound values
-        part = keys[i : i + 500]
+    for i in range(0, len(values), 500):  # under SQLite's limit of bound values
+        part = values[i : i + 500]
         stored.update(k for (k,) in dbapi_conn.execute(
             f'SELECT "{key}" FROM "{table}" WHERE rowid <= ? AND "{key}" IN '
             f'({", ".join("?" for _ in part)})', [last, *part]))  # fmt: skip
-    return stored
+    skipped = [i for i, k in enumerate(values) if k in stored]
+    return skipped if len(skipped) == n - inserted else None
 
 
 def insert_encoded(conn: Connection, encoder: RowEncoder, rows: list[Any]) -> None:

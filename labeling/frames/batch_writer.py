@@ -109,10 +109,10 @@ class BatchWriter:
             self._open = stack, stack.enter_context(write_connection(self.engine, bulk=True))
         stack, conn = self._open
         try:
-            if self.stage_dir is not None:
-                refs = [p.row for p in batch if type(p.row) is int]
-                if refs:  # before write_batch: it gives the rows it reads back to their lines
-                    self._group = max(self._group, ref_group(refs[-1]))
+            if self.stage_dir is not None:  # before write_batch gives the lines their rows back
+                last = next((p.row for p in reversed(batch) if type(p.row) is int), None)
+                if last is not None:
+                    self._group = max(self._group, ref_group(last))
             write_batch(conn, batch, self._counts, self.fresh, self.stage_dir)
         except BaseException:
             self._open, self._counts, self._rows = None, StoredCounts(), 0

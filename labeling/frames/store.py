@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import Connection, bindparam, insert, select, update
 
-from db.bulk import RowEncoder, insert_encoded, insert_new_encoded, stored_before
+from db.bulk import RowEncoder, insert_encoded, insert_new_encoded, insert_new_sqlite
 from db.models import Prediction, Work, utcnow
 from db.staging import Names, StagingError, attach_files, fetch_staged, insert_staged
 
@@ -140,21 +140,19 @@ def _insert_staged(conn: Connection, encoder: RowEncoder, names: Names,
                    decoded: list[Parsed], summary: StoredCounts) -> list[Parsed]:  # fmt: skip
     """_insert_all for lines whose rows are staged (db/staging.py): copied in by INSERT ...
     SELECT, in C; the lines whose id is stored after all come back, with their rows."""
-    dbapi = _dbapi(conn)
-    table = encoder.table_name
-    last = dbapi.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()[0] or 0
-    inserted = insert_staged(dbapi, table, encoder.keys, names, [p.row for p in decoded],
-                             ' ON CONFLICT ("id") DO NOTHING')  # fmt: skip
-    summary.inserted += inserted
-    if inserted == len(decoded):
-        return []
-    stored = stored_before(dbapi, table, "id", last, [p.work_id for p in decoded])
-    skipped = [p for p in decoded if p.work_id in stored]
-    if len(skipped) != len(decoded) - inserted:  # a staged row missing: never carry on
-        raise StagingError(f"{len(decoded) - inserted} staged rows not inserted, "
-                           f"{len(skipped)} of them stored before")  # fmt: skip
-    _materialise(conn, encoder, names, skipped)
-    return skipped
+    dbapi, table = _dbapi(conn), encoder.table_name
+    refs = [p.row for p in decoded]
+    skipped = insert_new_sqlite(
+        dbapi, table, "id", len(decoded),
+        lambda tail: insert_staged(dbapi, table, encoder.keys, names, refs, tail),
+        lambda: [p.work_id for p in decoded],
+    )  # fmt: skip
+    if skipped is None:  # a staged row missing: never carry on without it
+        raise StagingError(f"{table}: staged rows not inserted and not stored before")
+    summary.inserted += len(decoded) - len(skipped)
+    back = [decoded[i] for i in skipped]
+    _materialise(conn, encoder, names, back)
+    return back
 
 
 def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:
