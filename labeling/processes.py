@@ -101,7 +101,8 @@ def spawned_pool(
 
 
 # What a pool's result pipe should hold: a frame import's result whole (a span of
-# frame_file.BLOCK_BYTES parsed: about 550 KB pickled on SQLite, 720 KB on PostgreSQL).
+# frame_file.BLOCK_BYTES parsed with its rows: about 550 KB pickled on SQLite, 720 KB on
+# PostgreSQL; less when the rows are staged, db/staging.py).
 RESULT_PIPE_BYTES = 1 << 20
 _PIPE_MAX = Path("/proc/sys/fs/pipe-max-size")
 

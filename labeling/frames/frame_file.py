@@ -15,10 +15,11 @@ from typing import IO, Any, NamedTuple
 from labeling.errors import InputError
 
 CHUNK_LINES = 500
-# A worker's share at a time: its parsed result (about 550 KB pickled on SQLite, 720 KB on
-# PostgreSQL) then fits whole in the result pipe (labeling/processes.py, widen_result_pipe),
-# so that a worker does not wait for the importing process to read it. With 1 MB spans a
-# result did not fit.
+# A worker's share at a time: its parsed result with the rows (about 550 KB pickled on
+# SQLite, 720 KB on PostgreSQL) then fits whole in the result pipe (labeling/processes.py,
+# widen_result_pipe), so that a worker does not wait for the importing process to read it.
+# With 1 MB spans a result did not fit. (Staged, on SQLite, the rows stay in the workers'
+# files and a result is far smaller; this size was not measured again for that.)
 BLOCK_BYTES = 1 << 19
 
 
