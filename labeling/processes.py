@@ -100,9 +100,10 @@ def spawned_pool(
     return pool
 
 
-# What a pool's result pipe should hold: a frame import's result whole (a span of
-# frame_file.BLOCK_BYTES parsed with its rows: about 550 KB pickled on SQLite, 720 KB on
-# PostgreSQL; less when the rows are staged, db/staging.py).
+# What a pool's result pipe should hold: a frame import's result whole. Sized for 0.5 MB
+# spans parsed with their rows (550 KB pickled on SQLite, 720 KB on PostgreSQL). Since the
+# spans are 2 MB (frame_file.BLOCK_BYTES): 72 KB staged (SQLite, db/staging.py), 3.0 MB with
+# the rows (PostgreSQL), which no longer fits; 2 MB spans were faster all the same.
 RESULT_PIPE_BYTES = 1 << 20
 _PIPE_MAX = Path("/proc/sys/fs/pipe-max-size")
 

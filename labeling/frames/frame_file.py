@@ -15,12 +15,13 @@ from typing import IO, Any, NamedTuple
 from labeling.errors import InputError
 
 CHUNK_LINES = 500
-# A worker's share at a time: its parsed result with the rows (about 550 KB pickled on
-# SQLite, 720 KB on PostgreSQL) then fits whole in the result pipe (labeling/processes.py,
-# widen_result_pipe), so that a worker does not wait for the importing process to read it.
-# With 1 MB spans a result did not fit. (Staged, on SQLite, the rows stay in the workers'
-# files and a result is far smaller; this size was not measured again for that.)
-BLOCK_BYTES = 1 << 19
+# A worker's share at a time. 2 MB spans (about 690 lines here) against 0.5 MB: fewer chunks to
+# send, number, stage and commit. A 1M import, side by side: SQLite 33.4 -> 30.4 s and
+# 31.5 -> 29.9 s, PostgreSQL 48.5 -> 43.2 s and 44.7 -> 42.8 s; 1 MB and 4 MB were slower than 2
+# (bench/RESULTS.md, issue 16, twentieth pass). A PostgreSQL result with its rows (3.0 MB
+# pickled) no longer fits in the result pipe (labeling/processes.py); it was faster all the
+# same.
+BLOCK_BYTES = 1 << 21
 
 
 class FrameReadError(InputError):
