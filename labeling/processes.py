@@ -100,11 +100,13 @@ def spawned_pool(
     return pool
 
 
-# What a pool's result pipe should hold: a frame import's result whole. Sized for 0.5 MB
-# spans parsed with their rows (550 KB pickled on SQLite, 720 KB on PostgreSQL). Since the
-# spans are 2 MB (frame_file.BLOCK_BYTES): 72 KB staged (SQLite, db/staging.py), 3.0 MB with
-# the rows (PostgreSQL), which no longer fits; 2 MB spans were faster all the same.
-RESULT_PIPE_BYTES = 1 << 20
+# What a pool's result pipe should hold: a frame import's result whole. A span of
+# frame_file.BLOCK_BYTES parsed comes back as 3.0 MB pickled with its rows (PostgreSQL), 72 KB
+# when the rows are staged (SQLite, db/staging.py). With the 1 MB pipe sized for 0.5 MB spans,
+# then 4 MB, a 1M PostgreSQL import side by side: 46.3 -> 37.6 s, 41.1 -> 41.3 s, 49.2 -> 44.0 s
+# and 44.5 -> 44.1 s (bench/RESULTS.md, issue 16, twentieth pass). /proc/sys/fs/pipe-max-size
+# (1 MB by default) caps it for a process without CAP_SYS_RESOURCE.
+RESULT_PIPE_BYTES = 1 << 22
 _PIPE_MAX = Path("/proc/sys/fs/pipe-max-size")
 
 
