@@ -50,10 +50,15 @@ def ensure_work_indexes(engine: Engine) -> None:
 # whole table (3.5 GB at 1M works on SQLite), one to two seconds at 1M. Kept during the load
 # instead, year and field cost about as much in the writer (a 1M SQLite import: the index
 # builds 10.6-11.3 -> 6.3-6.5 s, the load 56.2-58.3 -> 62.3-63.5 s, with status kept too).
-# Status alone, whose keys come in order, is no better: 98.8-100.8 -> 101.0-103.1 s.
+# Status is kept: every new work comes with the same status, so its keys go in at the end of
+# the index. Kept, a 1M import's index builds took 0.8-1.0 s less on SQLite and its load
+# 0.3-0.5 s more: 0.4-0.5 s less in all, side by side (3 pairs; a fourth, 37.0 -> 32.2 s).
+# On PostgreSQL 0.3 s less in the builds, the load about the same. It was no better when
+# the load was slower (98.8-100.8 -> 101.0-103.1 s; bench/RESULTS.md, issue 16, fourteenth,
+# sixteenth and twentieth passes).
 # The gold and export indexes are partial, and no work comes gold or validated: an import
-# writes nothing to them (bench/RESULTS.md, issue 16, fourteenth and sixteenth passes).
-DEFERRED = frozenset({"ix_works_status", "ix_works_year", "ix_works_field"})
+# writes nothing to them.
+DEFERRED = frozenset({"ix_works_year", "ix_works_field"})
 
 
 def defer_indexes(engine: Engine) -> list[Any]:
