@@ -102,8 +102,8 @@ def spawned_pool(
 
 # What a pool's result pipe should hold: a frame import's result whole. A span of
 # frame_file.BLOCK_BYTES parsed comes back as 3.0 MB pickled with its rows (PostgreSQL), 72 KB
-# when the rows are staged (SQLite, db/staging.py). With the 1 MB pipe sized for 0.5 MB spans,
-# then 4 MB, a 1M PostgreSQL import side by side: 46.3 -> 37.6 s, 41.1 -> 41.3 s, 49.2 -> 44.0 s
+# when the rows are staged (SQLite, db/staging.py). A 1M PostgreSQL import with 2 MB spans,
+# the pipe at 1 MB then at 4 MB, side by side: 46.3 -> 37.6 s, 41.1 -> 41.3 s, 49.2 -> 44.0 s
 # and 44.5 -> 44.1 s (bench/RESULTS.md, issue 16, twentieth pass). /proc/sys/fs/pipe-max-size
 # (1 MB by default) caps it for a process without CAP_SYS_RESOURCE.
 RESULT_PIPE_BYTES = 1 << 22

@@ -18,9 +18,9 @@ CHUNK_LINES = 500
 # A worker's share at a time. 2 MB spans (about 690 lines here) against 0.5 MB: fewer chunks to
 # send, number, stage and commit. A 1M import, side by side: SQLite 33.4 -> 30.4 s and
 # 31.5 -> 29.9 s, PostgreSQL 48.5 -> 43.2 s and 44.7 -> 42.8 s; 1 MB and 4 MB were slower than 2
-# (bench/RESULTS.md, issue 16, twentieth pass). A PostgreSQL result with its rows (3.0 MB
-# pickled) no longer fits in the result pipe (labeling/processes.py); it was faster all the
-# same.
+# (bench/RESULTS.md, issue 16, twentieth pass). Parsed, a span comes back as 3.0 MB pickled
+# with its rows (PostgreSQL), 72 KB when they are staged (SQLite): the result pipe holds the
+# larger whole (labeling/processes.py, RESULT_PIPE_BYTES).
 BLOCK_BYTES = 1 << 21
 
 
