@@ -46,13 +46,13 @@ def write_batch(
     staged = [p for p in decoded if type(p.row) is int]
     names = _attach(conn, stage_dir, staged)
     if fresh and staged and len(staged) == len(decoded):
-        decoded = _insert_staged(conn, encoder, names, decoded, summary)
-    elif fresh and decoded:
+        decoded = _insert_staged(conn, encoder, names, decoded, summary)  # rows given back
+    else:
         _materialise(conn, encoder, names, staged)
-        decoded = _insert_all(conn, encoder, decoded, summary)
+        if fresh and decoded:
+            decoded = _insert_all(conn, encoder, decoded, summary)
     if not decoded:
         return
-    _materialise(conn, encoder, names, [p for p in decoded if type(p.row) is int])
     add_rows(decoded, encoder)  # lines parsed without an encoder (in this process)
     # Only checked lines reach the store: each has its id.
     rows = stored_rows(conn, [p.work_id for p in decoded if p.work_id is not None], _STORED)
@@ -215,9 +215,7 @@ def stored_rows(
     if not ids:
         return []
     names = ", ".join(columns)
-    dbapi = conn.connection.driver_connection
-    assert dbapi is not None  # only a closed or invalidated pool entry has none
-    cur = dbapi.cursor()
+    cur = _dbapi(conn).cursor()
     try:
         if conn.dialect.name == "postgresql":
             cur.execute(f"SELECT {names} FROM works WHERE id = ANY(%s)", (ids,))
