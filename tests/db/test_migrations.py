@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -139,3 +140,28 @@ def test_the_score_indexes_go_and_come_back_with_a_downgrade(engine: Engine) -> 
         conn.execute(text("DROP INDEX ix_works_score_max"))
     _migrate(engine, "head")
     assert not works_indexes() & scores
+
+
+def test_a_downgrade_packs_the_records_again_without_the_dictionary(sqlite_engine: Engine) -> None:
+    """0017's downgrade repacks byte-2 records as byte 1, which earlier revisions read."""
+    import lz4.block
+    from sqlalchemy import select, text
+
+    from db.engine import read_session
+    from db.models import Work
+    from tests.factories import insert_works, work_row
+
+    records = {f"W{i}": {"id": f"W{i}", "title": "é 𝔘" * i, "n": [i, None]} for i in range(3)}
+    insert_works(sqlite_engine, [work_row(w) | {"record": r} for w, r in records.items()])
+    packed = "SELECT id, substr(record, 1, 1), record FROM works ORDER BY id"
+    with sqlite_engine.connect() as conn:
+        assert {k for _, k, _ in conn.execute(text(packed))} == {b"\x02"}
+    _migrate(sqlite_engine, "0016_export_index_validated_only", down=True)
+    with sqlite_engine.connect() as conn:
+        rows = conn.execute(text(packed)).all()
+    assert {k for _, k, _ in rows} == {b"\x01"}
+    # exactly as 0016's code read them: an LZ4 block on its own
+    assert {w: orjson.loads(lz4.block.decompress(r[1:])) for w, _, r in rows} == records
+    _migrate(sqlite_engine, "head")
+    with read_session(sqlite_engine) as session:
+        assert dict(session.execute(select(Work.id, Work.record)).all()) == records

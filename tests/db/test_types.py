@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
+import lz4.block
 import orjson
 import pytest
 from hypothesis import given
@@ -14,7 +16,7 @@ from sqlalchemy import Engine, select, text
 from db.bulk import bulk_insert
 from db.engine import read_session, write_connection
 from db.models import Work
-from db.types import pack_json, unpack_json
+from db.types import DICTIONARY_2, pack_json, unpack_json
 from labeling.frames.importer import import_frame
 from labeling.schema import Schema
 from tests.conftest import make_record
@@ -31,6 +33,23 @@ def test_text_stored_before_reads_as_it_is_and_an_unknown_packing_is_refused() -
     assert unpack_json('{"id": "W1"}') == '{"id": "W1"}'
     with pytest.raises(ValueError, match=r"not a packed JSON value \(first byte b'\{'\)"):
         unpack_json(b'{"id": "W1"}')
+
+
+def test_a_record_packs_against_the_dictionary_and_one_packed_before_still_reads(
+    seed_record: dict[str, Any],
+) -> None:
+    text = orjson.dumps(make_record(seed_record, "W42", title="Another title")).decode()
+    packed = pack_json(text)
+    assert packed[:1] == b"\x02"
+    alone = b"\x01" + lz4.block.compress(text.encode())  # as revisions before 0017 packed it
+    assert len(packed) < 0.8 * len(alone)
+    assert unpack_json(packed) == unpack_json(alone) == text
+
+
+def test_the_dictionary_never_changes() -> None:
+    """Records packed with it read only with these very bytes: another takes another byte."""
+    digest = hashlib.sha256(DICTIONARY_2).hexdigest()
+    assert digest == "8510d24323c2e23b77b72d4211d4713e09cd95bd67922b3601b477b7589f8cee"
 
 
 def _stored(engine: Engine) -> dict[str, Any]:
