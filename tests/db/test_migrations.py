@@ -165,3 +165,17 @@ def test_a_downgrade_packs_the_records_again_without_the_dictionary(sqlite_engin
     _migrate(sqlite_engine, "head")
     with read_session(sqlite_engine) as session:
         assert dict(session.execute(select(Work.id, Work.record)).all()) == records
+
+
+def test_every_revision_id_fits_the_version_table() -> None:
+    """alembic_version.version_num is varchar(32) on PostgreSQL: a longer id fails there."""
+    from alembic.script import ScriptDirectory
+
+    from db.engine import alembic_config
+
+    ids = [
+        s.revision
+        for s in ScriptDirectory.from_config(alembic_config("sqlite://")).walk_revisions()
+    ]
+    assert len(ids) >= 17
+    assert [i for i in ids if len(i) > 32] == []

@@ -1,6 +1,6 @@
 """record packed with a dictionary: SQLite packs each frame record against a fixed dictionary
 
-Revision ID: 0017_record_packed_with_a_dictionary
+Revision ID: 0017_record_packed_with_dict
 Revises: 0016_export_index_validated_only
 Create Date: 2026-12-05 13:50:00
 
@@ -20,7 +20,7 @@ import lz4.block
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0017_record_packed_with_a_dictionary"
+revision = "0017_record_packed_with_dict"
 down_revision = "0016_export_index_validated_only"
 branch_labels = None
 depends_on = None
