@@ -5,9 +5,9 @@ Revises: 0016_export_index_validated_only
 Create Date: 2026-12-05 13:50:00
 
 From this revision the tool packs a record on SQLite as byte 2 and the LZ4 block of its JSON
-text compressed against a fixed dictionary, a real frame record (db/data/
-pack_dictionary_2.json, db.types.DICTIONARY_2), instead of byte 1 and a block compressed on
-its own: 1.3 KB a record instead of 2.0 KB, and a 1M-work database of 2.84 GB instead of
+text compressed against a fixed dictionary, a real frame record
+(db/data/pack_dictionary_2.json, db.types.DICTIONARY_2), instead of byte 1 and a block
+compressed on its own: 1.3 KB a record instead of 2.0 KB, and a 1M-work database of 2.84 GB instead of
 3.63 GB (bench/RESULTS.md, issue 16, twenty-first pass). Records packed before still read,
 so the upgrade changes no row. The downgrade packs every record of byte 2 again as byte 1,
 for the code of earlier revisions, which reads byte 1 only (10,000 rows a statement).
