@@ -16,13 +16,13 @@ from db.engine import RawJSON, json_text
 from db.types import JSONText, pack_json, pack_value, unpack_json
 
 
-def _packed(column: Any, dialect: str) -> bool:
-    """Whether a column's values are stored packed (JSONText on SQLite, see db/types.py)."""
-    return dialect == "sqlite" and isinstance(column.type, JSONText)
+def _packed(column: Any) -> bool:
+    """Whether a column's values are stored packed (JSONText, see db/types.py)."""
+    return isinstance(column.type, JSONText)
 
 
 def _pack(value: Any) -> bytes | None:
-    """A JSONText value as SQLite stores it: JSON text (str, RawJSON, UTF-8 bytes) or an object."""
+    """A JSONText value as it is stored: JSON text (str, RawJSON, UTF-8 bytes) or an object."""
     if value is None:
         return None
     return pack_json(value if isinstance(value, (str, bytes)) else json_text(value))
@@ -31,7 +31,7 @@ def _pack(value: Any) -> bytes | None:
 def _encoder(column: Any, dialect: str) -> Any:
     col_type = column.type
     impl = col_type.impl if isinstance(col_type, TypeDecorator) else col_type
-    if _packed(column, dialect):
+    if _packed(column):
         return pack_value  # what the ORM stores (JSONText's bind)
     if isinstance(impl, JSON):
 
@@ -160,7 +160,7 @@ class RowEncoder:
         self.keys = tuple(c.name for c in columns)
         self.defaults: list[Any] = []
         self.json_at: list[int] = []
-        self.packed_at: list[int] = []  # JSON columns stored packed (JSONText on SQLite)
+        self.packed_at: list[int] = []  # JSON columns stored packed (JSONText)
         self.time_at: list[int] = []
         self.flag_at: list[int] = []  # Boolean columns, bound as integers on SQLite
         for i, col in enumerate(columns):
@@ -170,7 +170,7 @@ class RowEncoder:
                 self.time_at.append(i)
             elif isinstance(impl, Boolean):
                 self.flag_at.append(i)
-            elif _packed(col, dialect):
+            elif _packed(col):
                 self.packed_at.append(i)
             elif isinstance(impl, JSON):
                 self.json_at.append(i)
@@ -239,6 +239,8 @@ class RowEncoder:
             col = columns.get(key)
             if col is None:  # the same value in every row: encoded once
                 lists.append((now if i in self.time_at and default is None else default,))
+            elif i in self.packed_at:  # bytea: the packed bytes as they are
+                lists.append([_pack(v) for v in col])
             elif i in self.json_at:  # orjson's bytes are the text's UTF-8: taken as they are
                 lists.append([v if v is None or isinstance(v, (str, bytes)) else orjson.dumps(v)
                               for v in col])  # fmt: skip
@@ -266,6 +268,8 @@ class RowEncoder:
                     out[k] = None
                 elif i in self.json_at:
                     out[k] = RawJSON(field.decode("utf-8"))
+                elif i in self.packed_at:
+                    out[k] = RawJSON(unpack_json(field))
                 else:
                     out[k] = self.kinds[i].read(field)
             return out

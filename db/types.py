@@ -8,7 +8,7 @@ from typing import Any
 
 import lz4.block
 import orjson
-from sqlalchemy import JSON, DateTime, Text
+from sqlalchemy import JSON, DateTime, LargeBinary
 from sqlalchemy.types import TypeDecorator
 
 from db.engine import json_text
@@ -26,6 +26,7 @@ LZ4_DICTIONARY_2 = b"\x02"
 # stage, write, check-point and scan, for 3-4 us more a record (issue 16, twenty-first
 # pass).
 DICTIONARY_2 = (Path(__file__).parent / "data" / "pack_dictionary_2.json").read_bytes()
+_JSON_SPACE = (b" ", b"\t", b"\n", b"\r")  # what JSON text may start with below 0x20
 
 
 class UTCDateTime(TypeDecorator):
@@ -48,64 +49,63 @@ class UTCDateTime(TypeDecorator):
 
 
 def pack_json(text: str | bytes) -> bytes:
-    """JSON text as SQLite keeps a JSONText value: a BLOB, LZ4-compressed (see JSONText)."""
+    """JSON text as a JSONText value is stored: LZ4 against DICTIONARY_2 (see JSONText)."""
     data = text.encode() if isinstance(text, str) else text
     return LZ4_DICTIONARY_2 + lz4.block.compress(data, dict=DICTIONARY_2)
 
 
 def pack_value(value: Any) -> bytes | None:
-    """A JSONText value (an object, or RawJSON text) as SQLite stores it; None stays NULL."""
+    """A JSONText value (an object, or RawJSON text) as it is stored; None stays NULL."""
     return None if value is None else pack_json(json_text(value))
 
 
-def unpack_json(value: str | bytes) -> str:
-    """The JSON text of a stored JSONText value: a packed BLOB, or text as stored before."""
+def unpack_json(value: str | bytes | memoryview) -> str:
+    """The JSON text of a stored JSONText value: a packed value, or text as stored before.
+
+    Text comes as a str (SQLite, before migration 0014) or as its UTF-8 bytes (PostgreSQL,
+    records written before migration 0018 turned the column into bytea). JSON text never
+    starts with a control character, so a first byte below 0x20 that is not whitespace
+    says how the value is packed, and one this code does not know is refused.
+    """
     if isinstance(value, str):
         return value
-    kind = value[:1]
+    kind = bytes(value[:1])
     if kind == LZ4_DICTIONARY_2:
         return lz4.block.decompress(memoryview(value)[1:], dict=DICTIONARY_2).decode()
-    if kind != LZ4_BLOCK:
+    if kind == LZ4_BLOCK:
+        return lz4.block.decompress(memoryview(value)[1:]).decode()
+    if kind < b" " and kind not in _JSON_SPACE:
         raise ValueError(f"not a packed JSON value (first byte {kind!r})")
-    return lz4.block.decompress(memoryview(value)[1:]).decode()
+    return bytes(value).decode()
 
 
 class JSONText(TypeDecorator):
-    """JSON kept as text the database does not parse: `text` on PostgreSQL, LZ4 on SQLite.
+    """JSON kept packed, as bytes the database does not parse: `bytea` on PostgreSQL, a BLOB
+    on SQLite, each value packed by pack_json. In Python it is JSON (a dict) on every engine.
 
-    For the frame record, which the importer has decoded and checked before it is written:
-    the `json` type's input check took a third of the server's COPY time for 3 KB records
-    (bench/RESULTS.md, issue 16, ninth pass). In SQL on PostgreSQL, `record::json` reads it
-    as JSON; PostgreSQL compresses it itself (TOAST, lz4).
-    SQLite compresses nothing: there the value is a BLOB packed by pack_json (the import's
-    workers pack each line), about 30% fewer bytes to write, check-point and scan for each
-    index built after a load (issue 16, tenth pass; migration 0014), and fewer again packed
-    against a dictionary (migration 0017). Text stored before, or by hand, still reads. In
-    Python it is JSON (a dict) on every engine.
+    For the frame record, which the importer has decoded and checked before it is written
+    (the import's workers pack each line). LZ4 against a dictionary makes a 3 KB record
+    about 1.3 KB: fewer bytes to stage, write, check-point and scan on SQLite, which
+    compresses nothing itself (issue 16, tenth and twenty-first passes; migrations 0014 and
+    0017). On PostgreSQL the packed record goes out of line uncompressed (STORAGE EXTERNAL)
+    in one TOAST chunk, where the server compressed the text into two: a 1M import 4.5 s
+    faster (the median of 5 pairs) and its database 4.0 -> 2.6 GB (twenty-second pass;
+    migration 0018).
+    Values stored before as text (a str on SQLite, UTF-8 bytes on PostgreSQL) still read.
+    In SQL the value is opaque: `db.types.unpack_json` gives its text to a script.
     """
 
     impl = JSON
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Any) -> Any:
-        return Text() if dialect.name == "postgresql" else JSON()
+        return LargeBinary() if dialect.name == "postgresql" else JSON()
 
     def bind_processor(self, dialect: Any) -> Any:
-        if dialect.name != "sqlite":
-            return super().bind_processor(dialect)
         return pack_value
 
     def result_processor(self, dialect: Any, coltype: Any) -> Any:
-        if dialect.name != "sqlite":
-            return super().result_processor(dialect, coltype)
-
         def unpack(value: Any) -> Any:
             return None if value is None else orjson.loads(unpack_json(value))
 
         return unpack
-
-    def process_bind_param(self, value: Any, dialect: Any) -> Any:
-        return value if value is None else json_text(value)
-
-    def process_result_value(self, value: Any, dialect: Any) -> Any:
-        return value if value is None else orjson.loads(value)

@@ -168,7 +168,7 @@ def add_rows(parsed: list[Parsed], encoder: RowEncoder) -> None:
         p.columns["record"], p.columns["record_hash"] = p.text, p.digest
     rows = encoder.encode([p.columns for p in todo if p.columns is not None], utcnow())
     for p, row in zip(todo, rows, strict=True):
-        p.row, p.columns, p.text = row, None, None  # the text is in the row (packed on SQLite)
+        p.row, p.columns, p.text = row, None, None  # the text is in the row (packed)
 
 
 _encoders: dict[str, RowEncoder] = {}

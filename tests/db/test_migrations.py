@@ -22,7 +22,10 @@ def test_migrated_database_matches_the_models(engine: Engine) -> None:
 
 
 @pytest.mark.pg
-def test_postgres_compresses_new_records_with_lz4_when_it_can(pg_url: str) -> None:
+def test_postgres_keeps_the_record_packed_out_of_line(pg_url: str) -> None:
+    """At head the record is bytea, moved out of line as it is (STORAGE EXTERNAL): packed
+    by the tool, nothing for the server to compress. Records retyped by 0018 from text keep
+    lz4 where the server has it."""
     from sqlalchemy import text
 
     from db.engine import make_engine
@@ -33,12 +36,63 @@ def test_postgres_compresses_new_records_with_lz4_when_it_can(pg_url: str) -> No
             "SELECT count(*) FROM pg_settings "
             "WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)"
         )).scalar()  # fmt: skip
-        method = conn.execute(text(
-            "SELECT attcompression FROM pg_attribute "
-            "WHERE attrelid = 'works'::regclass AND attname = 'record'"
-        )).scalar()  # fmt: skip
+        column = conn.execute(text(
+            "SELECT format_type(atttypid, atttypmod), attstorage, attcompression "
+            "FROM pg_attribute WHERE attrelid = 'works'::regclass AND attname = 'record'"
+        )).one()  # fmt: skip
     engine.dispose()
-    assert method == ("l" if has_lz4 else "")
+    assert tuple(column) == ("bytea", "e", "l" if has_lz4 else "")
+
+
+@pytest.mark.pg
+def test_0018_packs_new_records_reads_old_ones_and_turns_them_back_into_text(
+    pg_url: str,
+) -> None:
+    """Records of before 0018 stay their text (UTF-8 bytes, compressed by the server) and
+    read as before; new ones are packed; the downgrade turns both into text."""
+    from sqlalchemy import select, text
+
+    from db.engine import make_engine, read_session
+    from db.models import Work
+    from tests.factories import insert_works, work_row
+
+    engine = make_engine(pg_url)
+    # Over 2 KB: the server compresses a value only in a row over its TOAST threshold.
+    old = {"id": "W1", "title": "tab\there é 𝔘", "n": [1.5, None, True], "pad": "ab" * 2000}
+    new = {"id": "W2", "title": "é 𝔘 new", "n": [0.25]}
+    old_text, new_text = orjson.dumps(old).decode(), orjson.dumps(new).decode()
+    stored = "SELECT id, record FROM works ORDER BY id"
+    try:
+        _migrate(engine, "0017_record_packed_with_dict", down=True)
+        with engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO works (id, record, record_hash, status, is_gold, imported_at, "
+                "updated_at) VALUES ('W1', :r, 'h', 'machine_predicted_unvalidated', false, "
+                "now(), now())"), {"r": old_text})  # fmt: skip
+        _migrate(engine, "head")
+        insert_works(engine, [work_row("W2") | {"record": new}])
+        with engine.connect() as conn:
+            rows = dict(conn.execute(text(stored)).all())
+            method = conn.execute(text(
+                "SELECT pg_column_compression(record) FROM works WHERE id = 'W1'"
+            )).scalar()  # fmt: skip
+            has_lz4 = conn.execute(text(
+                "SELECT count(*) FROM pg_settings "
+                "WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)"
+            )).scalar()  # fmt: skip
+        assert bytes(rows["W1"]) == old_text.encode() and bytes(rows["W2"][:1]) == b"\x02"
+        assert method == ("lz4" if has_lz4 else "pglz")  # by the server, as before the retype
+        with read_session(engine) as session:
+            read = dict(session.execute(select(Work.id, Work.record)).all())
+        assert read == {"W1": old, "W2": new}
+        _migrate(engine, "0017_record_packed_with_dict", down=True)
+        with engine.connect() as conn:
+            assert dict(conn.execute(text(stored)).all()) == {"W1": old_text, "W2": new_text}
+        _migrate(engine, "head")
+        with read_session(engine) as session:
+            assert dict(session.execute(select(Work.id, Work.record)).all()) == read
+    finally:
+        engine.dispose()
 
 
 def _migrate(engine: Engine, revision: str, down: bool = False) -> None:
@@ -55,10 +109,9 @@ def _migrate(engine: Engine, revision: str, down: bool = False) -> None:
 @pytest.mark.pg
 def test_postgres_keeps_records_as_text_and_reads_them_as_before(pg_url: str) -> None:
     """0013 turns the json column into text (lz4 kept) and back, every record unchanged."""
-    from sqlalchemy import select, text
+    from sqlalchemy import text
 
     from db.engine import make_engine
-    from db.models import Work
 
     engine = make_engine(pg_url)
     record = '{"id":"W1","title":"tab\\there é 𝔘","n":[1.5,null,true]}'
@@ -75,14 +128,12 @@ def test_postgres_keeps_records_as_text_and_reads_them_as_before(pg_url: str) ->
                 "INSERT INTO works (id, record, record_hash, status, is_gold, imported_at, "
                 "updated_at) VALUES ('W1', :r, 'h', 'machine_predicted_unvalidated', false, "
                 "now(), now())"), {"r": record})  # fmt: skip
-        _migrate(engine, "head")
+        _migrate(engine, "0017_record_packed_with_dict")  # 0018 packs it: see below
         with engine.connect() as conn:
             after = tuple(conn.execute(text(column)).one())
             stored = conn.execute(text("SELECT record FROM works")).scalar()
-            read = conn.execute(select(Work.record)).scalar()
         assert before[0] == "json" and after == ("text", before[1])
-        assert stored == record and read == {"id": "W1", "title": "tab\there é 𝔘",
-                                             "n": [1.5, None, True]}  # fmt: skip
+        assert stored == record
         _migrate(engine, "0012_export_index_record_hash", down=True)
         with engine.connect() as conn:
             assert tuple(conn.execute(text(column)).one()) == before

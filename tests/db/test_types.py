@@ -1,4 +1,4 @@
-"""The frame record's column type: text on PostgreSQL, packed (LZ4) on SQLite, a dict in Python."""
+"""The frame record's column type: packed (LZ4) on both engines, a dict in Python."""
 
 from __future__ import annotations
 
@@ -29,10 +29,20 @@ def test_packed_text_unpacks_to_itself(value: str) -> None:
     assert pack_json(value.encode()) == pack_json(value)
 
 
-def test_text_stored_before_reads_as_it_is_and_an_unknown_packing_is_refused() -> None:
-    assert unpack_json('{"id": "W1"}') == '{"id": "W1"}'
-    with pytest.raises(ValueError, match=r"not a packed JSON value \(first byte b'\{'\)"):
-        unpack_json(b'{"id": "W1"}')
+@pytest.mark.parametrize(
+    "stored",
+    ['{"id": "W1"}', b'{"id": "W1"}', b'\n {"id": "W1"}', memoryview(b'{"id": "W1"}')],
+)
+def test_text_stored_before_reads_as_it_is(stored: str | bytes | memoryview) -> None:
+    """Text on SQLite before 0014; UTF-8 bytes on PostgreSQL, retyped to bytea by 0018."""
+    expected = stored if isinstance(stored, str) else bytes(stored).decode()
+    assert unpack_json(stored) == expected
+
+
+@pytest.mark.parametrize("stored", [b"\x03abc", b"\x00{}", b""])
+def test_an_unknown_packing_is_refused(stored: bytes) -> None:
+    with pytest.raises(ValueError, match="not a packed JSON value"):
+        unpack_json(stored)
 
 
 def test_a_record_packs_against_the_dictionary_and_one_packed_before_still_reads(
@@ -53,24 +63,26 @@ def test_the_dictionary_never_changes() -> None:
 
 
 def _stored(engine: Engine) -> dict[str, Any]:
-    """Each work's record as the database holds it: (SQLite storage class or None, JSON text)."""
-    sqlite = engine.dialect.name == "sqlite"
-    kind = "typeof(record)" if sqlite else "NULL"
+    """Each work's record as the database holds it: (its SQLite storage class or its
+    PostgreSQL type, its first byte, its JSON text)."""
+    kind = "typeof(record)" if engine.dialect.name == "sqlite" else "pg_typeof(record)::text"
     with engine.connect() as conn:
         rows = conn.execute(text(f"SELECT id, {kind}, record FROM works")).all()
-    return {work_id: (k, unpack_json(r) if sqlite else r) for work_id, k, r in rows}
+    first = [r[:1].encode() if isinstance(r, str) else bytes(r[:1]) for _, _, r in rows]
+    return {w: (k, f, unpack_json(r)) for (w, k, r), f in zip(rows, first, strict=True)}
 
 
-def test_the_orm_packs_on_sqlite_and_reads_a_dict(sqlite_engine: Engine) -> None:
+def test_the_orm_and_a_bulk_insert_pack_and_read_a_dict(engine: Engine) -> None:
     record = {"id": "W1", "title": "tab\t é 𝔘 \\N", "n": [0.5, None, 1]}
-    insert_works(sqlite_engine, [work_row("W1") | {"record": record}])
+    insert_works(engine, [work_row("W1") | {"record": record}])
     bulk = work_row("W2") | {"record": {"id": "W2"}}
-    with write_connection(sqlite_engine) as conn:
+    with write_connection(engine) as conn:
         bulk_insert(conn, Work.__table__, [bulk])
-    stored = _stored(sqlite_engine)
-    assert stored["W1"] == ("blob", orjson.dumps(record).decode())
-    assert stored["W2"] == ("blob", '{"id":"W2"}')
-    with read_session(sqlite_engine) as session:
+    stored = _stored(engine)
+    kind = "blob" if engine.dialect.name == "sqlite" else "bytea"
+    assert stored["W1"] == (kind, b"\x02", orjson.dumps(record).decode())
+    assert stored["W2"] == (kind, b"\x02", '{"id":"W2"}')
+    with read_session(engine) as session:
         assert session.get(Work, "W1").record == record  # type: ignore[union-attr]
         assert session.get(Work, "W2").record == {"id": "W2"}  # type: ignore[union-attr]
 
@@ -80,7 +92,7 @@ def test_a_record_stored_as_text_still_reads(sqlite_engine: Engine) -> None:
     insert_works(sqlite_engine, [work_row("W1")])
     with write_connection(sqlite_engine) as conn:
         conn.execute(text("""UPDATE works SET record = '{"id": "W1", "old": true}'"""))
-    assert _stored(sqlite_engine)["W1"] == ("text", '{"id": "W1", "old": true}')
+    assert _stored(sqlite_engine)["W1"] == ("text", b"{", '{"id": "W1", "old": true}')
     with read_session(sqlite_engine) as session:
         record = session.execute(select(Work.record)).scalar_one()
     assert record == {"id": "W1", "old": True}
@@ -103,8 +115,10 @@ def test_an_imported_record_is_its_line_exactly(
     summary = import_frame(engine, frame, schema)
     assert (summary.updated, summary.unchanged) == (1, 2)
     stored = _stored(engine)
-    kind = "blob" if engine.dialect.name == "sqlite" else None
-    assert stored == {f"W{i}": (kind, line.decode()) for i, line in enumerate(lines, start=1)}
+    kind = "blob" if engine.dialect.name == "sqlite" else "bytea"
+    assert stored == {
+        f"W{i}": (kind, b"\x02", line.decode()) for i, line in enumerate(lines, start=1)
+    }
     with read_session(engine) as session:
         records = {w: r for w, r in session.execute(select(Work.id, Work.record))}
     assert records == {f"W{i}": orjson.loads(line) for i, line in enumerate(lines, start=1)}

@@ -269,7 +269,7 @@ def test_migrations_reach_head_on_both_engines(engine):
     from db.engine import alembic_config, current_revision
 
     head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
-    assert head == "0017_record_packed_with_dict"
+    assert head == "0018_record_packed_on_postgresql"
     assert current_revision(engine) == head
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 0

@@ -135,7 +135,7 @@ def test_parse_chunk_with_an_encoder_keeps_everything_else(
     with_rows = parse_chunk(lines, schema, None, encoder)
     for a, b in zip(plain, with_rows, strict=True):
         assert b.row is not None and b.columns is None  # the row replaces the columns
-        assert b.text is None  # the row holds the record (packed on SQLite)
+        assert b.text is None  # the row holds the record (packed)
         b.row, b.text, b.columns = None, a.text, a.columns
         assert a == b
 
