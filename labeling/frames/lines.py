@@ -57,8 +57,8 @@ class Parsed(msgspec.Struct, gc=False):
     array: bool = False  # looks like the start of a JSON array (a frame is JSON Lines)
     known: bool = False  # the line is the stored record (same sha256): not decoded
     # The works row ready to insert, built by the worker (db.bulk.RowEncoder): a tuple on
-    # SQLite, a binary COPY row on PostgreSQL, the record packed in both. It replaces `columns` and
-    # `text`, as it holds the record: see store.add_rows.
+    # SQLite, a binary COPY row on PostgreSQL, the record packed in both. It replaces
+    # `columns` and `text`, as it holds the record: see store.add_rows.
     row: Any = None
 
 
