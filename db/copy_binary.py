@@ -32,10 +32,25 @@ _FLOAT8 = struct.Struct(">id").pack
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # PostgreSQL's timestamps count from here
 _EPOCH_NAIVE = _EPOCH.replace(tzinfo=None)
 _MICROSECOND = timedelta(microseconds=1)
+_SAMPLE, _FEW = 64, 16  # a text column with at most _FEW distinct values in its first _SAMPLE
+
+
+def _text_field(v: Any) -> bytes:
+    if v is None:
+        return NULL
+    data = v if type(v) is bytes else v.encode("utf-8")
+    n = len(data)
+    return (_HEADS[n] if n < _SHORT else _LENGTH(n)) + data
 
 
 def _text_fields(values: Sequence[Any]) -> list[bytes]:
-    out: list[bytes] = []
+    # A column of few distinct values (a language, a venue, the model version) has each
+    # value encoded once, then looked up: a works row 7.1 -> 5.8 us (issue 16,
+    # twenty-third pass). Whether it has few is judged by its first values.
+    if len(set(values[:_SAMPLE])) <= _FEW:
+        memo: dict[Any, bytes] = {}
+        return [memo[v] if v in memo else memo.setdefault(v, _text_field(v)) for v in values]
+    out: list[bytes] = []  # _text_field inlined: this runs for every value of such columns
     append = out.append
     for v in values:
         if v is None:

@@ -25,7 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from db.bulk import RowEncoder, insert_encoded
-from db.copy_binary import column_kind, read_row
+from db.copy_binary import _text_field, _text_fields, column_kind, read_row
 from db.engine import RawJSON, write_connection
 from db.models import Work
 
@@ -80,6 +80,26 @@ def test_text_given_as_bytes_is_the_text_given_as_str() -> None:
     as_str = encoder.encode_columns({"id": ["W1"], "record": [record]}, 1, NOW)
     as_bytes = encoder.encode_columns({"id": ["W1"], "record": [record.encode()]}, 1, NOW)
     assert as_str == as_bytes and encoder.value(as_bytes[0], "record") == record
+
+
+_MANY = [f"title {i} é" for i in range(300)]
+_FEW = ["en", None, "fr", b"de", "en"] * 60
+
+
+@pytest.mark.parametrize(
+    "values",
+    [_MANY, _FEW, ["[]"] * 64 + _MANY, _FEW[:64] + [x.encode() for x in _MANY], ["x" * 9000] * 3],
+    ids=["all distinct", "few", "few first then distinct", "bytes among them", "long"],
+)
+def test_a_text_column_is_encoded_value_by_value_however_many_values_repeat(
+    values: list[Any],
+) -> None:
+    # A column of few distinct values takes a memo: it must give what each value alone gives.
+    fields = _text_fields(values)
+    assert fields == [_text_field(v) for v in values]
+    for value, field in zip(values, fields, strict=True):
+        text = None if value is None else value if isinstance(value, bytes) else value.encode()
+        assert read_row(b"\x00\x01" + field) == [text]
 
 
 def test_a_row_with_bytes_after_its_fields_is_refused() -> None:
