@@ -36,6 +36,7 @@ _SAMPLE, _FEW = 64, 16  # a text column with at most _FEW distinct values in its
 
 
 def _text_field(v: Any) -> bytes:
+    """One text value (str, or its UTF-8 bytes) as a binary COPY field."""
     if v is None:
         return NULL
     data = v if type(v) is bytes else v.encode("utf-8")
