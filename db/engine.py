@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from db.staging import detach_all
+from db.wal import in_rollback
 
 try:  # POSIX only; elsewhere SQLite's own busy handler is the only queue
     import fcntl
@@ -108,10 +109,14 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
         cur = dbapi_conn.cursor()
         # Before WAL: a page size takes effect only while the file is still empty.
         cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
-        cur.execute("PRAGMA journal_mode=WAL")
+        # A bulk load of this process may hold the file in rollback-journal mode: its
+        # connections keep that mode, and sync fully (db/wal.py, rollback_journal).
+        rollback = in_rollback(engine.url.database)
+        if not rollback:
+            cur.execute("PRAGMA journal_mode=WAL")
         cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA synchronous={'FULL' if rollback else 'NORMAL'}")
         # 64 MB of page cache keeps the queue's indexes in memory during bulk imports.
         cur.execute("PRAGMA cache_size=-65536")
         cur.close()

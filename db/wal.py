@@ -1,11 +1,16 @@
-"""Copying a SQLite WAL into its database file in a thread of its own during a bulk load."""
+"""A SQLite file's journal during a bulk load: the WAL copied in a thread of its own, or the
+rollback journal instead."""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 
 class WalCheckpointer:
@@ -65,3 +70,83 @@ class WalCheckpointer:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+# SQLite files a bulk load holds in rollback-journal mode (rollback_journal): a new
+# connection to one leaves its journal mode as it is rather than turn the WAL back on.
+_ROLLBACK: set[str] = set()
+_ROLLBACK_LOCK = threading.Lock()
+# How long the switch waits for a writer of another process to finish, in ms.
+SWITCH_WAIT_MS = 1000
+
+
+def in_rollback(database: str | None) -> bool:
+    """Whether a bulk load holds this SQLite file in rollback-journal mode (this process)."""
+    with _ROLLBACK_LOCK:
+        return database in _ROLLBACK
+
+
+@contextmanager
+def rollback_journal(engine: Engine) -> Iterator[bool]:
+    """A SQLite file in rollback-journal mode (TRUNCATE) for a bulk load; whether it switched.
+
+    In WAL mode every page a load writes goes into the WAL, and a checkpoint then copies it
+    into the file: each page is written twice. A rollback journal keeps only the pages that
+    existed before a transaction, so the pages a load appends to the file are written once:
+    a 1M import into an empty table 1.9-2.1 s faster, 2 core-seconds less for the importing
+    process (bench/RESULTS.md, issue 16, twenty-fourth pass). The price: readers wait while a
+    batch commits (their busy timeout), where in WAL mode they never do. So only for a load
+    into an empty works table (the frame importer's deferred-index case), when there is
+    nothing yet to read. Its commits sync fully (synchronous=FULL, make_engine's listener):
+    NORMAL is crash-safe only with the WAL.
+
+    The switch needs the file to itself: the pool's idle connections are closed first, and
+    if another connection has the file open (another process, a page's session), SQLite
+    keeps the WAL and the load runs in it as before (False). At the end the WAL is turned
+    back on (by the next connection if it cannot be at once). A process killed meanwhile
+    leaves the file in rollback mode with the unfinished batch in its journal: the next
+    read-write connection rolls that batch back, and make_engine's listener turns the WAL on.
+    """
+    database = engine.url.database
+    if not is_file_sqlite(engine) or database is None:
+        yield False
+        return
+    engine.dispose()  # idle pooled connections keep the WAL open: the switch would fail
+    with _ROLLBACK_LOCK:
+        _ROLLBACK.add(database)
+    switched = False
+    try:
+        with engine.connect() as conn:
+            dbapi = conn.connection.driver_connection
+            assert dbapi is not None
+            wait = dbapi.execute("PRAGMA busy_timeout").fetchone()[0]
+            dbapi.execute(f"PRAGMA busy_timeout={SWITCH_WAIT_MS}")  # not a writer's 30 s
+            try:
+                mode = dbapi.execute("PRAGMA journal_mode=TRUNCATE").fetchone()[0]
+                switched = mode == "truncate"
+            except sqlite3.OperationalError:  # "database is locked": another has it open
+                switched = False
+            finally:
+                dbapi.execute(f"PRAGMA busy_timeout={int(wait)}")
+        if not switched:
+            with _ROLLBACK_LOCK:
+                _ROLLBACK.discard(database)
+            engine.dispose()  # the connection that tried was set up for rollback mode
+        yield switched
+    finally:
+        with _ROLLBACK_LOCK:
+            _ROLLBACK.discard(database)
+        if switched:
+            engine.dispose()  # the pool's connections are in rollback mode: new ones follow
+            try:
+                with engine.connect():  # make_engine's listener turns the WAL back on
+                    pass
+            except DBAPIError:  # busy: the next connection turns it on
+                pass
+
+
+def is_file_sqlite(engine: Engine) -> bool:
+    """Whether the engine is a SQLite file reached by its path (not memory, not a URI)."""
+    database = engine.url.database
+    return (engine.dialect.name == "sqlite" and bool(database) and database != ":memory:"
+            and not str(database).startswith("file:"))  # fmt: skip

@@ -21,6 +21,7 @@ from __future__ import annotations
 import multiprocessing
 import shutil
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from db.engine import engine_spec, is_sqlite, write_connection
 from db.indexes import defer_indexes, ensure_work_indexes
 from db.models import Work
 from db.staging import MAX_ATTACHED, MAX_STAGING_WORKERS, make_stage_dir, ref_group
+from db.wal import rollback_journal
 from labeling import collector
 from labeling.frames.batch_writer import BatchWriter
 from labeling.frames.frame_file import BLOCK_BYTES, FrameReadError, iter_blocks, iter_chunks
@@ -115,42 +117,47 @@ def import_frame(
     pool = None
     stage_dir = _staging_dir(engine, workers, strict, batch_size)
     encoder = work_encoder(engine.dialect.name)
-    try:
-        ensure_work_indexes(engine)
-        if size >= PARALLEL_MIN_BYTES and not strict:
-            deferred = defer_indexes(engine)
-        if workers > 0:  # started with a bare __main__: inside Streamlit, not the page again
-            initargs = (schema, encoder, engine_spec(engine), stage_dir)
-            pool = spawned_pool(workers, init_worker, initargs)
-        look_up = _any_stored(engine)  # into an empty table no line can be unchanged
-        if pool is None:
-            chunks = _with_known(engine, iter_chunks(path), schema, look_up)
-            parsed_chunks: Iterator[tuple[list[Parsed], int, int]] = (
-                (parse_chunk(chunk, schema, known, encoder), pos, -1)
-                for chunk, pos, known in chunks
-            )
-        else:  # the workers look the stored hashes up themselves
-            groups = Groups(batch_size if stage_dir else 0, BLOCK_BYTES)
-            spans = iter_blocks(path, spans=True)
-            parsed_chunks = parse_in_pool(pool, spans, workers, look_up, groups)
-        # The parsed chunks come back as millions of fresh objects and no cycles: the cycle
-        # collector's passes over them, in the pool's thread that unpickles them, held the
-        # GIL that the writer's thread needs after each row (4.2 s of a 1M SQLite import).
-        with collector.paused():
-            _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size,
-                     not look_up, stage_dir, workers)  # fmt: skip
-    except (_Stop, FrameReadError) as exc:
-        reason, cause = str(exc), exc
-    except Exception as exc:  # the database (or anything else) failed: say so in one line
-        reason, cause = f"{path}: {describe_error(exc)}", exc
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-        if stage_dir is not None:
-            shutil.rmtree(stage_dir, ignore_errors=True)
-        bar.close()
-        reporter.close()
-    _end(engine, run_id, summary, deferred, strict, reason, cause)
+    # A bulk load into an empty table runs in SQLite's rollback journal, the index builds too
+    # (new pages only), and the WAL is back on once they are done (db/wal.py).
+    with ExitStack() as journal:
+        try:
+            ensure_work_indexes(engine)
+            if size >= PARALLEL_MIN_BYTES and not strict:
+                deferred = defer_indexes(engine)
+                if deferred:  # the table was empty: nothing for a reader to wait for yet
+                    journal.enter_context(rollback_journal(engine))
+            if workers > 0:  # started with a bare __main__: inside Streamlit, not the page again
+                initargs = (schema, encoder, engine_spec(engine), stage_dir)
+                pool = spawned_pool(workers, init_worker, initargs)
+            look_up = _any_stored(engine)  # into an empty table no line can be unchanged
+            if pool is None:
+                chunks = _with_known(engine, iter_chunks(path), schema, look_up)
+                parsed_chunks: Iterator[tuple[list[Parsed], int, int]] = (
+                    (parse_chunk(chunk, schema, known, encoder), pos, -1)
+                    for chunk, pos, known in chunks
+                )
+            else:  # the workers look the stored hashes up themselves
+                groups = Groups(batch_size if stage_dir else 0, BLOCK_BYTES)
+                spans = iter_blocks(path, spans=True)
+                parsed_chunks = parse_in_pool(pool, spans, workers, look_up, groups)
+            # The parsed chunks come back as millions of fresh objects and no cycles: the cycle
+            # collector's passes over them, in the pool's thread that unpickles them, held the
+            # GIL that the writer's thread needs after each row (4.2 s of a 1M SQLite import).
+            with collector.paused():
+                _consume(engine, parsed_chunks, summary, reporter, bar, strict, batch_size,
+                         not look_up, stage_dir, workers)  # fmt: skip
+        except (_Stop, FrameReadError) as exc:
+            reason, cause = str(exc), exc
+        except Exception as exc:  # the database (or anything else) failed: say so in one line
+            reason, cause = f"{path}: {describe_error(exc)}", exc
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+            if stage_dir is not None:
+                shutil.rmtree(stage_dir, ignore_errors=True)
+            bar.close()
+            reporter.close()
+        _end(engine, run_id, summary, deferred, strict, reason, cause)
     return summary
 
 

@@ -99,6 +99,11 @@ def test_sigkill_during_import_then_rerun_completes(tmp_path: Path) -> None:
     proc.wait(timeout=30)
     proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
+    # The bulk load ran in the rollback journal (db/wal.py): the killed process could not
+    # turn the WAL back on. A read-write connection rolls back any unfinished batch first.
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     killed_at = _works(db)
     assert 3 * BATCH <= killed_at < FRAME_RECORDS
     assert killed_at % BATCH == 0  # whole batches only
@@ -128,6 +133,8 @@ def test_sigkill_during_import_then_rerun_completes(tmp_path: Path) -> None:
     assert half == 0
     assert ok == "ok"
     assert _work_indexes(db) == expected  # rebuilt at the start of the rerun
+    with closing(sqlite3.connect(db)) as conn:  # the rerun's engine turned the WAL back on
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 _SLOW_SUBMIT = """

@@ -1,4 +1,5 @@
-"""WalCheckpointer: a SQLite import's WAL copied into the file beside the writer."""
+"""A SQLite import's journal: the WAL copied into the file beside the writer, or the rollback
+journal of a bulk load into an empty table."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 from sqlalchemy import Engine, create_engine, func, select
 
 import db.engine
-from db.engine import read_session
+import labeling.frames.batch_writer as batch_writer
+import labeling.frames.importer as importer
+from db.engine import make_engine, read_session, write_connection
 from db.models import Work
-from db.wal import WalCheckpointer
+from db.wal import WalCheckpointer, in_rollback, rollback_journal
 from labeling.frames.importer import import_frame
 from labeling.schema import Schema
 from tests.conftest import make_record, write_jsonl
@@ -82,3 +85,108 @@ def test_passes_run_one_at_a_time_outside_the_pool(sqlite_engine: Engine) -> Non
     assert 1 <= checkpointer.passes <= 50
     assert pool.checkedin() == before  # type: ignore[attr-defined]
     assert checkpointer._conn is None  # closed by close()
+
+
+def _journal_mode(engine: Engine) -> str:
+    """The journal mode a new pooled connection to the file sees."""
+    with engine.connect() as conn:
+        return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one())
+
+
+def _synchronous(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.exec_driver_sql("PRAGMA synchronous").scalar_one())
+
+
+def test_a_bulk_load_switches_to_the_rollback_journal_and_back(sqlite_engine: Engine) -> None:
+    assert _journal_mode(sqlite_engine) == "wal"
+    with rollback_journal(sqlite_engine) as switched:
+        assert switched
+        assert in_rollback(sqlite_engine.url.database)
+        # New pooled connections keep the mode (the listener does not turn the WAL on) and
+        # sync fully: NORMAL is crash-safe only with the WAL.
+        assert _journal_mode(sqlite_engine) == "truncate"
+        assert _synchronous(sqlite_engine) == 2
+        with write_connection(sqlite_engine, bulk=True) as conn:
+            conn.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+        assert not Path(f"{sqlite_engine.url.database}-wal").exists()
+    assert not in_rollback(sqlite_engine.url.database)
+    assert _journal_mode(sqlite_engine) == "wal"
+    assert _synchronous(sqlite_engine) == 1
+
+
+def test_another_open_connection_keeps_the_wal(sqlite_engine: Engine) -> None:
+    """Another process's connection (here a raw one) holds the WAL open: no switch."""
+    database = sqlite_engine.url.database
+    assert database is not None
+    other = sqlite3.connect(database)
+    try:
+        other.execute("SELECT count(*) FROM works").fetchone()  # opens the WAL
+        with rollback_journal(sqlite_engine) as switched:
+            assert not switched
+            assert not in_rollback(database)
+            assert _journal_mode(sqlite_engine) == "wal"
+            assert _synchronous(sqlite_engine) == 1
+    finally:
+        other.close()
+    assert _journal_mode(sqlite_engine) == "wal"
+
+
+def test_a_file_left_in_rollback_mode_gets_the_wal_back(tmp_path: Path) -> None:
+    """A process killed during a bulk load leaves the rollback journal on: the next engine's
+    first connection turns the WAL back on."""
+    path = tmp_path / "left.db"
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA journal_mode=TRUNCATE")
+        raw.execute("CREATE TABLE t (x INTEGER)")
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        assert _journal_mode(engine) == "wal"
+    finally:
+        engine.dispose()
+
+
+def test_not_for_postgresql_or_memory(tmp_path: Path) -> None:
+    memory = make_engine("sqlite://")
+    try:
+        with rollback_journal(memory) as switched:
+            assert not switched
+    finally:
+        memory.dispose()
+
+
+def test_an_import_into_an_empty_table_runs_in_the_rollback_journal(
+    sqlite_engine: Engine, schema: Schema, seed_record: dict[str, Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The deferred-index case (an empty table, a large file) commits its batches in rollback
+    mode; a second import, into the filled table, stays in the WAL; both end in the WAL."""
+    monkeypatch.setattr(importer, "PARALLEL_MIN_BYTES", 0)  # this small file counts as large
+    modes: list[str] = []
+    write = importer.write_batch
+
+    def spy(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        modes.append(str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()))
+        return write(conn, *args, **kwargs)
+
+    monkeypatch.setattr(importer, "write_batch", spy)  # --strict's one transaction
+    monkeypatch.setattr(batch_writer, "write_batch", spy)  # the batches of the others
+    records = [make_record(seed_record, f"W{i}") for i in range(1, 41)]
+    path = write_jsonl(tmp_path / "frame.jsonl", records)
+
+    first = import_frame(sqlite_engine, path, schema, batch_size=10, progress=False, strict=True)
+    assert first.inserted == 40 and set(modes) == {"wal"}  # --strict: one transaction, WAL
+    with write_connection(sqlite_engine) as conn:
+        conn.exec_driver_sql("DELETE FROM works")
+    modes.clear()
+    summary = import_frame(sqlite_engine, path, schema, batch_size=10, progress=False, workers=0)
+    assert summary.inserted == 40
+    assert set(modes) == {"truncate"}
+    assert _journal_mode(sqlite_engine) == "wal"
+    changed = [make_record(seed_record, f"W{i}", title=f"new {i}") for i in range(1, 41)]
+    modes.clear()
+    again = import_frame(sqlite_engine, write_jsonl(tmp_path / "again.jsonl", changed), schema,
+                         batch_size=10, progress=False, workers=0)  # fmt: skip
+    assert again.updated == 40 and set(modes) == {"wal"}  # the table was not empty
+    with read_session(sqlite_engine) as s:
+        assert s.scalar(select(func.count()).select_from(Work)) == 40
