@@ -146,7 +146,18 @@ def test_a_file_left_in_rollback_mode_gets_the_wal_back(tmp_path: Path) -> None:
         engine.dispose()
 
 
-def test_not_for_postgresql_or_memory(tmp_path: Path) -> None:
+@pytest.mark.pg
+def test_not_for_postgresql(pg_url: str) -> None:
+    engine = make_engine(pg_url)
+    try:
+        with rollback_journal(engine) as switched:
+            assert not switched
+            assert not in_rollback(engine.url.database)
+    finally:
+        engine.dispose()
+
+
+def test_not_for_a_memory_database() -> None:
     memory = make_engine("sqlite://")
     try:
         with rollback_journal(memory) as switched:
@@ -190,3 +201,23 @@ def test_an_import_into_an_empty_table_runs_in_the_rollback_journal(
     assert again.updated == 40 and set(modes) == {"wal"}  # the table was not empty
     with read_session(sqlite_engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 40
+
+
+def test_a_failed_bulk_load_turns_the_wal_back_on(
+    sqlite_engine: Engine, schema: Schema, seed_record: dict[str, Any], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """Binary data after the first lines stops the import part-way (ImportFailed): what it
+    committed in the rollback journal stays, and the file is in WAL mode again."""
+    monkeypatch.setattr(importer, "PARALLEL_MIN_BYTES", 0)
+    records = [make_record(seed_record, f"W{i}") for i in range(1, 21)]
+    path = write_jsonl(tmp_path / "frame.jsonl", records)
+    with path.open("ab") as f:
+        f.write(b"\x00\x01\x02\xff\n" * 5)  # not UTF-8 text: not a frame, stop
+    with pytest.raises(importer.ImportFailed) as failed:
+        import_frame(sqlite_engine, path, schema, batch_size=10, progress=False, workers=0)
+    assert failed.value.summary.inserted == 20
+    assert not in_rollback(sqlite_engine.url.database)
+    assert _journal_mode(sqlite_engine) == "wal"
+    with read_session(sqlite_engine) as s:
+        assert s.scalar(select(func.count()).select_from(Work)) == 20
