@@ -93,12 +93,12 @@ def rollback_journal(engine: Engine) -> Iterator[bool]:
     In WAL mode every page a load writes goes into the WAL, and a checkpoint then copies it
     into the file: each page is written twice. A rollback journal keeps only the pages that
     existed before a transaction, so the pages a load appends to the file are written once:
-    a 1M import into an empty table 1.9-2.1 s faster, 2 core-seconds less for the importing
-    process (bench/RESULTS.md, issue 16, twenty-fourth pass). The price: readers wait while a
-    batch commits (their busy timeout), where in WAL mode they never do. So only for a load
-    into an empty works table (the frame importer's deferred-index case), when there is
-    nothing yet to read. Its commits sync fully (synchronous=FULL, make_engine's listener):
-    NORMAL is crash-safe only with the WAL.
+    a 1M import into an empty table used 1.5-3.1 core-seconds less in the importing process,
+    0-2.7 s less in all (bench/RESULTS.md, issue 16, twenty-fourth pass). The price: a reader
+    waits (its busy timeout) while a batch writes its pages, where in WAL mode it never does.
+    So only for a load into an empty works table (the frame importer's deferred-index case),
+    when there is nothing yet to read. Its commits sync fully (synchronous=FULL, make_engine's
+    listener): NORMAL is crash-safe only with the WAL.
 
     The switch needs the file to itself: the pool's idle connections are closed first, and
     if another connection has the file open (another process, a page's session), SQLite
