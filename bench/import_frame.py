@@ -176,7 +176,7 @@ def measure_floor(path: Path, runs: int = FLOOR_RUNS) -> float:
 def fresh_sqlite(path: Path) -> str:
     """URL of a new, empty SQLite file at `path`."""
     db = path
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     return f"sqlite:///{db}"
 

@@ -28,11 +28,11 @@ DEMO_USERS = (
 
 
 def reset_sqlite(url: str) -> None:
-    """Delete a SQLite database file and its WAL files (refuses other engines)."""
+    """Delete a SQLite database file and its journal files (refuses other engines)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or not parsed.database:
         raise ValueError("--reset only deletes SQLite files; drop a PostgreSQL database yourself")
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", "-journal"):
         Path(parsed.database + suffix).unlink(missing_ok=True)
 
 

@@ -222,3 +222,19 @@ def test_demo_queues_open_on_works_with_an_abstract(tmp_path: Path, campaign: st
         )
     engine.dispose()
     assert states == ["ok"] * n
+
+
+def test_reset_deletes_the_database_and_its_journal_files(tmp_path: Path) -> None:
+    """`labeling demo --reset`: the file, its WAL files and a rollback journal (a bulk
+    import killed in rollback mode leaves one, db/wal.py) all go; other files stay."""
+    from labeling.frames.demo import reset_sqlite
+
+    db = tmp_path / "demo.db"
+    names = ["demo.db", "demo.db-wal", "demo.db-shm", "demo.db-journal", "demo.db-writelock",
+             "other.db"]  # fmt: skip
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    reset_sqlite(f"sqlite:///{db}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db-writelock", "other.db"]
+    with pytest.raises(ValueError, match="only deletes SQLite files"):
+        reset_sqlite("postgresql+psycopg://postgres@127.0.0.1:5432/labeling")
