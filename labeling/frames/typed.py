@@ -34,6 +34,7 @@ _NUMBERS = bytes.maketrans(b"123456789E", b"000000000e")
 # with a fast scan (the search takes the same time as the literal's alone).
 _EXPONENT = re.compile(rb"e000+[,}\] \t\r\n]").search
 _LONG_INTEGER = b"0" * 200  # 1e308 needs 209 digits before the point with a 2-digit exponent
+EMPTY_LIST = msgspec.Raw(b"[]")  # a list (as direct_labels must be) without a number
 
 
 def _may_overflow(line: bytes) -> bool:
@@ -46,7 +47,7 @@ def _raw_ok(values: tuple[Any, ...]) -> bool:
     """Whether a record's raw fields are as check_record takes them: direct_labels (first) a
     list or null, and no number in any of them too large for a double."""
     for i, value in enumerate(values):
-        if value == NULL:
+        if value == NULL or value == EMPTY_LIST:  # the usual values (real frames' too)
             continue
         text = bytes(value) + b" "  # a number ends where the value ends: _EXPONENT needs an end
         if (i == 0 and text[:1] != b"[") or _may_overflow(text):

@@ -297,6 +297,9 @@ def test_a_raw_field_that_is_only_a_number_too_large_is_found(
         (b'"screen": [1, 2.5, {"a": null}], "retraction": null', True, False),
         (b'"direct_labels": [{"q": "genre", "v": 3}]', True, False),
         (b'"direct_labels": null', True, False),
+        (b'"direct_labels": []', True, False),  # the usual value, passed on sight
+        (b'"direct_labels": [ ]', True, False),
+        (b'"screen": [], "retraction": []', True, False),
         (b'"unknown": {"deep": [1, 2e10]}', True, False),  # decoded skipping it, then scanned
         (b'"prediction": {"unknown": 1}', True, False),
         # An exponent of three digits may overflow: the detailed path looks (and takes it).
