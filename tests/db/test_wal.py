@@ -210,6 +210,14 @@ def test_a_failed_bulk_load_turns_the_wal_back_on(
     """Binary data after the first lines stops the import part-way (ImportFailed): what it
     committed in the rollback journal stays, and the file is in WAL mode again."""
     monkeypatch.setattr(importer, "PARALLEL_MIN_BYTES", 0)
+    modes: list[str] = []
+    write = batch_writer.write_batch
+
+    def spy(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        modes.append(str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one()))
+        return write(conn, *args, **kwargs)
+
+    monkeypatch.setattr(batch_writer, "write_batch", spy)
     records = [make_record(seed_record, f"W{i}") for i in range(1, 21)]
     path = write_jsonl(tmp_path / "frame.jsonl", records)
     with path.open("ab") as f:
@@ -217,6 +225,7 @@ def test_a_failed_bulk_load_turns_the_wal_back_on(
     with pytest.raises(importer.ImportFailed) as failed:
         import_frame(sqlite_engine, path, schema, batch_size=10, progress=False, workers=0)
     assert failed.value.summary.inserted == 20
+    assert modes and set(modes) == {"truncate"}  # it failed in the rollback journal
     assert not in_rollback(sqlite_engine.url.database)
     assert _journal_mode(sqlite_engine) == "wal"
     with read_session(sqlite_engine) as s:
