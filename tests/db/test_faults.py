@@ -99,10 +99,10 @@ def test_sigkill_during_import_then_rerun_completes(tmp_path: Path) -> None:
     proc.wait(timeout=30)
     proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
-    # The bulk load ran in the rollback journal (db/wal.py): the killed process could not
-    # turn the WAL back on. A read-write connection rolls back any unfinished batch first.
+    # The bulk load ran in the rollback journal (db/wal.py), or in the WAL when this test's
+    # polling had the file open as it switched. Either way a read-write connection finds
+    # the file whole, rolling any unfinished batch back first.
     with closing(sqlite3.connect(db)) as conn:
-        assert conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     killed_at = _works(db)
     assert 3 * BATCH <= killed_at < FRAME_RECORDS
@@ -135,6 +135,64 @@ def test_sigkill_during_import_then_rerun_completes(tmp_path: Path) -> None:
     assert _work_indexes(db) == expected  # rebuilt at the start of the rerun
     with closing(sqlite3.connect(db)) as conn:  # the rerun's engine turned the WAL back on
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+_STALLED_BULK_LOAD = """
+    import sys, time
+    import labeling.frames.batch_writer as batch_writer
+    import labeling.frames.importer as importer
+    from db.engine import make_engine
+    from labeling.schema import load_schema
+    from labeling.settings import DEFAULT_SCHEMA
+    url, frame, marker = sys.argv[1:4]
+    importer.PARALLEL_MIN_BYTES = 0  # a bulk load (rollback journal) whatever the file's size
+    write, calls = batch_writer.write_batch, []
+    def stall(conn, *args, **kwargs):
+        written = write(conn, *args, **kwargs)
+        calls.append(1)
+        if len(calls) == 3:  # the third batch written, not committed: wait to be killed
+            open(marker, "w").close()
+            time.sleep(120)
+        return written
+    batch_writer.write_batch = stall
+    importer.import_frame(make_engine(url), frame, load_schema(DEFAULT_SCHEMA),
+                          batch_size=1000, progress=False, workers=0)
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_during_a_bulk_load_in_the_rollback_journal(tmp_path: Path) -> None:
+    """Killed with a batch written but not committed, in the rollback journal (nothing else
+    has the file open): the file stays in rollback mode; a read-write connection rolls the
+    batch back; the next engine turns the WAL on again, and the committed batches stay."""
+    frame = tmp_path / "frame.jsonl"
+    write_synthetic_frame(frame, 5_000, workers=1)
+    db = tmp_path / "labeling.db"
+    url = f"sqlite:///{db}"
+    subprocess.run(_cli(url, "init"), cwd=ROOT, check=True, capture_output=True, timeout=120)
+    marker = tmp_path / "stalled"
+    proc = subprocess.Popen(_python(_STALLED_BULK_LOAD, url, str(frame), str(marker)), cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), f"the load did not stall: {proc.stderr.read()}"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stderr.close()
+
+    with closing(sqlite3.connect(db)) as conn:  # no engine: the file as the kill left it
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT count(*) FROM works").fetchone()[0] == 2_000
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar_one() == "wal"
+            assert conn.exec_driver_sql("SELECT count(*) FROM works").scalar_one() == 2_000
+    finally:
+        engine.dispose()
 
 
 _SLOW_SUBMIT = """
