@@ -46,6 +46,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 from bench.tree_memory import TreeMemory  # noqa: E402
+from db.sqlite_files import SIDE_SUFFIXES  # noqa: E402
 from labeling.frames.synth_scores import SEED_RECORD  # noqa: E402
 
 CHILD = r"""
@@ -176,7 +177,7 @@ def measure_floor(path: Path, runs: int = FLOOR_RUNS) -> float:
 def fresh_sqlite(path: Path) -> str:
     """URL of a new, empty SQLite file at `path`."""
     db = path
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", *SIDE_SUFFIXES):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     return f"sqlite:///{db}"
 

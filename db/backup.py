@@ -11,6 +11,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL, make_url
 
+from db.sqlite_files import is_sqlite_path
+
 try:  # POSIX only: the same writers' lock file as db.engine.write_connection
     import fcntl
 except ImportError:  # pragma: no cover
@@ -69,7 +71,7 @@ def sqlite_path(url: str) -> Path:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         raise BackupError(pg_dump_hint(url))
-    if not parsed.database or parsed.database == ":memory:" or parsed.database.startswith("file:"):
+    if not is_sqlite_path(parsed.database):
         raise BackupError(f"cannot back up or restore the SQLite database {parsed.database!r}")
     return Path(parsed.database)
 

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, CursorResult, Engine, Result, create_engine, 
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from db.sqlite_files import is_sqlite_path
 from db.staging import detach_all
 from db.wal import in_rollback
 
@@ -81,7 +82,7 @@ def _create(url: str, busy_timeout_ms: int, echo: bool) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database
         # "file:..." names are SQLite URIs (e.g. read-only mode): not a path to create.
-        if database and database != ":memory:" and not database.startswith("file:"):
+        if is_sqlite_path(database):
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         # Transactions are begun by our own listener (BEGIN / BEGIN IMMEDIATE), so
         # pysqlite's implicit transaction handling must stay out of the way.
@@ -163,7 +164,7 @@ class _LockFile:
 def _writer_lock_fd(engine: Engine) -> int | None:
     """This thread's descriptor of the SQLite writers' lock file, or None when not used."""
     database = engine.url.database if is_sqlite(engine) else None
-    if fcntl is None or not database or database == ":memory:" or database.startswith("file:"):
+    if fcntl is None or not is_sqlite_path(database):
         return None
     path = f"{database}-writelock"
     files = _lock_files.__dict__.setdefault("files", {})

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from db.sqlite_files import is_sqlite_path
+
 
 class WalCheckpointer:
     """Runs passive WAL checkpoints beside a bulk writer, one pass at a time.
@@ -147,6 +149,4 @@ def rollback_journal(engine: Engine) -> Iterator[bool]:
 
 def is_file_sqlite(engine: Engine) -> bool:
     """Whether the engine is a SQLite file reached by its path (not memory, not a URI)."""
-    database = engine.url.database
-    return (engine.dialect.name == "sqlite" and bool(database) and database != ":memory:"
-            and not str(database).startswith("file:"))  # fmt: skip
+    return engine.dialect.name == "sqlite" and is_sqlite_path(engine.url.database)

@@ -11,6 +11,7 @@ from sqlalchemy.engine import make_url
 
 from db.engine import read_session, write_session
 from db.models import AbstractCache, Campaign, utcnow
+from db.sqlite_files import SIDE_SUFFIXES
 from labeling.frames.importer import import_frame
 from labeling.schema import Schema
 from labeling.settings import PACKAGE_DIR
@@ -32,7 +33,7 @@ def reset_sqlite(url: str) -> None:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite" or not parsed.database:
         raise ValueError("--reset only deletes SQLite files; drop a PostgreSQL database yourself")
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    for suffix in ("", *SIDE_SUFFIXES):
         Path(parsed.database + suffix).unlink(missing_ok=True)
 
 
