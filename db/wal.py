@@ -110,7 +110,7 @@ def rollback_journal(engine: Engine) -> Iterator[bool]:
     read-write connection rolls that batch back, and make_engine's listener turns the WAL on.
     """
     database = engine.url.database
-    if not is_file_sqlite(engine) or database is None:
+    if engine.dialect.name != "sqlite" or not is_sqlite_path(database):
         yield False
         return
     engine.dispose()  # idle pooled connections keep the WAL open: the switch would fail
@@ -145,8 +145,3 @@ def rollback_journal(engine: Engine) -> Iterator[bool]:
                     pass
             except DBAPIError:  # busy: the next connection turns it on
                 pass
-
-
-def is_file_sqlite(engine: Engine) -> bool:
-    """Whether the engine is a SQLite file reached by its path (not memory, not a URI)."""
-    return engine.dialect.name == "sqlite" and is_sqlite_path(engine.url.database)
