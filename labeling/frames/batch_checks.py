@@ -31,7 +31,8 @@ from labeling.frames.machine_columns import (
     as_text,
     machine_plan,
 )
-from labeling.frames.record_model import Columns
+from labeling.frames.record_model import NULL, Columns
+from labeling.frames.score_vectors import matrix_key, read_vectors
 from labeling.schema import Question, Schema
 
 Warnings = list[list[str]]
@@ -40,11 +41,18 @@ Warnings = list[list[str]]
 def _matrix(cols: Columns, path: str, width: int) -> tuple[np.ndarray, np.ndarray]:
     """The vectors at a path as rows of a matrix (absent ones as zeros), and the presence mask.
 
-    Built once per chunk and path (the warnings and the machine columns both read them),
-    from a flat iterator: np.array on a list of lists costs twice as much.
+    Built once per chunk and path (the warnings and the machine columns both read them):
+    from the raw JSON by score_vectors (typed_chunk has read them all already), or from the
+    lists of a typed_vectors model through a flat iterator (np.array on a list of lists
+    costs twice as much).
     """
-    key = f"{path}#matrix"
-    if key not in cols.derived:
+    key = matrix_key(path)
+    if key not in cols.derived and path in cols.model.vectors:  # raw JSON (see score_vectors)
+        m, present, bad = read_vectors(cols[path], width)
+        if bad:
+            raise ValueError(f"{path}: not a vector of {width} scores in records {bad}")
+        cols.derived[key] = (m, present)
+    if key not in cols.derived:  # lists of floats (a model with typed_vectors)
         vectors = cols[path]
         n = len(vectors)
         present = _there(vectors)
@@ -57,6 +65,11 @@ def _matrix(cols: Columns, path: str, width: int) -> tuple[np.ndarray, np.ndarra
                 m[present] = np.fromiter(flat, float).reshape(-1, width)
         cols.derived[key] = (m, present)
     return cols.derived[key]
+
+
+def _absent(cols: Columns, path: str) -> Any:
+    """What an absent or null value at a path reads as: NULL for a raw score vector."""
+    return NULL if path in cols.model.vectors else None
 
 
 def _there(values: list[Any]) -> np.ndarray:
@@ -215,7 +228,8 @@ def batch_warnings(schema: Schema, cols: Columns) -> Warnings:
     out: Warnings = [[] for _ in range(len(cols))]
     for q in schema.questions:
         # A teacher none of whose records has scores is left out, as check_record does.
-        scores = {t: p for t, p in q.scores.items() if cols[p].count(None) < len(cols[p])}
+        scores = {t: p for t, p in q.scores.items()
+                  if cols[p].count(_absent(cols, p)) < len(cols[p])}  # fmt: skip
         calls = {name: cols[p] for name, p in q.calls.items()}
         _KINDS[q.kind](q, scores, calls, cols, out)
     for i, status in enumerate(cols["prediction.prediction_status"]):

@@ -21,6 +21,7 @@ from db.models import utcnow
 from labeling.frames.batch_checks import batch_columns, batch_machine, batch_warnings
 from labeling.frames.machine_columns import machine_hash
 from labeling.frames.record_model import NUL_ESCAPE, NULL, UNKNOWN_FIELD, record_model
+from labeling.frames.score_vectors import read_chunk_vectors
 from labeling.schema import Schema
 
 # Digits become "0" and "E" becomes "e" (a "+" is dropped), so that two searches find every
@@ -106,8 +107,19 @@ def typed_chunk(
         texts.append(text)
     if not records:
         return out
-    n = len(records)
     values = model.columns(records)
+    bad = read_chunk_vectors(values)
+    if bad:  # a score vector the model refuses: check_record words why
+        drop = set(bad)
+        keep = [j for j in range(len(records)) if j not in drop]
+        records = [records[j] for j in keep]
+        where = [where[j] for j in keep]
+        texts = [texts[j] for j in keep]
+        if not records:
+            return out
+        values = model.columns(records)
+        read_chunk_vectors(values)
+    n = len(records)
     columns = batch_columns(values)
     warnings = batch_warnings(schema, values)
     columns["machine"] = batch_machine(schema, values)

@@ -74,6 +74,9 @@ DAMAGE: list[tuple[str, Any]] = [
     ("direct_labels", {}),
     ("prediction.category_scores_codex", [0.5] * 8),
     ("prediction.category_scores_codex", [0.5] * 8 + [1.5]),
+    ("prediction.category_scores_codex", [[0.5]] * 9),  # nested: its numbers alone would do
+    ("prediction.domain_scores_gemma", [0.5, None, 0.5, 0.5, 0.5, 0.5]),
+    ("prediction.genre_scores_gemma", 0.5),
     ("prediction.genre_codex", 3),
     ("prediction.candidate_categories", "Bibliometrics"),
     ("prediction.about_ca_system_candidate", "yes"),
