@@ -117,8 +117,9 @@ class RecordModel:
 
     `strict` refuses a field the model does not know (UNKNOWN_FIELD), at any level: every
     number of a record it accepts was read and range-checked, but for those in the raw
-    fields (`raw`), direct_labels and RAW_FIELDS, whose JSON text is kept. `decoder` skips
-    unknown fields unread (the detailed checks do not look at them either).
+    fields (`raw`), direct_labels and RAW_FIELDS, whose JSON text is kept, and in the score
+    vectors (`vectors`), whose text score_vectors reads and checks a chunk at a time.
+    `decoder` skips unknown fields unread (the detailed checks do not look at them either).
     """
 
     decoder: msgspec.json.Decoder[Any]
