@@ -52,7 +52,7 @@ def read_vectors(raws: list[Any], width: int) -> tuple[np.ndarray, np.ndarray, l
     for i in np.flatnonzero(present).tolist():
         try:
             m[i] = decode(raws[i])
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:  # ValidationError among them
             bad.append(i)
             present[i] = False
     return m, present, bad

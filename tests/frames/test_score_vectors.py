@@ -33,7 +33,7 @@ def _one_by_one(texts: list[bytes], width: int) -> tuple[list[Any], list[int]]:
             continue
         try:
             rows.append(_decoder(width).decode(text))
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:
             rows.append(None)
             bad.append(i)
     return rows, bad
