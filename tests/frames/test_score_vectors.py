@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -148,4 +147,4 @@ def test_the_floor_decodes_every_vector_into_floats(schema: Schema) -> None:
     typed, raw = record_model(schema, typed_vectors=True), record_model(schema)
     assert typed is not None and raw is not None
     assert typed.vectors == {} and raw.vectors
-    assert all(np.all(w > 1) for w in raw.vectors.values())
+    assert all(width > 1 for width in raw.vectors.values())  # the fast way applies to all
