@@ -10,6 +10,7 @@ its record leaves the fast path (and check_record words why).
 
 from __future__ import annotations
 
+import threading
 from functools import cache
 from typing import Annotated, Any
 
@@ -20,7 +21,19 @@ from msgspec import Meta
 
 from labeling.frames.record_model import NULL, Columns, Unit
 
-_parser = simdjson.Parser()  # one per process; its buffer is reused from chunk to chunk
+_local = threading.local()
+
+
+def _parser() -> simdjson.Parser:
+    """This thread's parser, its buffer reused from chunk to chunk.
+
+    One per thread: a parser refuses a new document while objects of the last one live, and
+    imports may run in several threads of one process (the app's sessions).
+    """
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        parser = _local.parser = simdjson.Parser()
+    return parser
 
 
 def read_vectors(raws: list[Any], width: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -77,7 +90,7 @@ def _read_all(raws: list[Any], width: int) -> np.ndarray | None:
     if doc.count(b"[") != k + 1:
         return None
     try:
-        parsed = _parser.parse(doc)
+        parsed = _parser().parse(doc)
         try:
             assert isinstance(parsed, simdjson.Array)  # the document is one
             flat = np.frombuffer(parsed.as_buffer(of_type="d"), float)

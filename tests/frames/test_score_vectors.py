@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 from typing import Any
 
 import msgspec
@@ -11,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labeling.frames.record_model import NULL, record_model
-from labeling.frames.score_vectors import _decoder, read_vectors
+from labeling.frames.score_vectors import _decoder, _read_all, read_vectors
 from labeling.frames.typed import typed_chunk
 from labeling.schema import Schema
 
@@ -148,3 +150,25 @@ def test_the_floor_decodes_every_vector_into_floats(schema: Schema) -> None:
     assert typed is not None and raw is not None
     assert typed.vectors == {} and raw.vectors
     assert all(width > 1 for width in raw.vectors.values())  # the fast way applies to all
+
+
+def test_threads_read_at_once_each_with_its_own_parser() -> None:
+    """A parser refuses a document while the last one's objects live: threads switching
+    between parse and release must not send each other's chunks the slow way."""
+    raws = [_raw(b"[0.25,0.5,0.75]")] * 200
+    results: list[bool] = []
+
+    def work() -> None:
+        results.extend(_read_all(raws, 3) is not None for _ in range(300))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(results) == 1200 and all(results)
