@@ -31,7 +31,7 @@ from labeling.frames.machine_columns import (
     as_text,
     machine_plan,
 )
-from labeling.frames.record_model import NULL, Columns
+from labeling.frames.record_model import Columns
 from labeling.frames.score_vectors import matrix_key, read_vectors
 from labeling.schema import Question, Schema
 
@@ -67,9 +67,12 @@ def _matrix(cols: Columns, path: str, width: int) -> tuple[np.ndarray, np.ndarra
     return cols.derived[key]
 
 
-def _absent(cols: Columns, path: str) -> Any:
-    """What an absent or null value at a path reads as: NULL for a raw score vector."""
-    return NULL if path in cols.model.vectors else None
+def _has_scores(cols: Columns, q: Question, path: str) -> bool:
+    """Whether any record of the chunk has scores at a path (a vector's, by its matrix)."""
+    if path in cols.model.vectors:
+        return bool(_matrix(cols, path, len(q.labels))[1].any())
+    values = cols[path]
+    return values.count(None) < len(values)
 
 
 def _there(values: list[Any]) -> np.ndarray:
@@ -228,8 +231,7 @@ def batch_warnings(schema: Schema, cols: Columns) -> Warnings:
     out: Warnings = [[] for _ in range(len(cols))]
     for q in schema.questions:
         # A teacher none of whose records has scores is left out, as check_record does.
-        scores = {t: p for t, p in q.scores.items()
-                  if cols[p].count(_absent(cols, p)) < len(cols[p])}  # fmt: skip
+        scores = {t: p for t, p in q.scores.items() if _has_scores(cols, q, p)}
         calls = {name: cols[p] for name, p in q.calls.items()}
         _KINDS[q.kind](q, scores, calls, cols, out)
     for i, status in enumerate(cols["prediction.prediction_status"]):
