@@ -11,9 +11,16 @@ import orjson
 from sqlalchemy import JSON, Boolean, ColumnDefault, Connection, DateTime, Table
 from sqlalchemy.types import TypeDecorator
 
-from db.copy_binary import SIGNATURE, TRAILER, column_kind, read_row, rows_from_columns
+from db.copy_binary import (
+    SIGNATURE,
+    TRAILER,
+    column_kind,
+    prefixed_parts,
+    read_row,
+    rows_from_columns,
+)
 from db.engine import RawJSON, json_text
-from db.types import JSONText, pack_json, pack_value, unpack_json
+from db.types import JSONText, pack_json, pack_texts, pack_value, unpack_json
 
 
 def _packed(column: Any) -> bool:
@@ -157,6 +164,9 @@ class RowEncoder:
                 raise ValueError(f"{table.name}.{name} cannot be left unset: it needs a value")
         columns = [c for c in table.columns if c.name not in unset]
         self.table_name, self.dialect = table.name, dialect
+        # A text value may be given as its UTF-8 bytes (binary COPY sends them as they are;
+        # SQLite would store them as a blob).
+        self.utf8_text = dialect == "postgresql"
         self.keys = tuple(c.name for c in columns)
         self.defaults: list[Any] = []
         self.json_at: list[int] = []
@@ -240,7 +250,10 @@ class RowEncoder:
             if col is None:  # the same value in every row: encoded once
                 lists.append((now if i in self.time_at and default is None else default,))
             elif i in self.packed_at:  # bytea: the packed bytes as they are
-                lists.append([_pack(v) for v in col])
+                if set(map(type, col)) == {bytes}:  # lines as read (the typed path): in C
+                    lists.append(prefixed_parts(*pack_texts(col)))
+                else:
+                    lists.append([_pack(v) for v in col])
             elif i in self.json_at:  # orjson's bytes are the text's UTF-8: taken as they are
                 lists.append([v if v is None or isinstance(v, (str, bytes)) else orjson.dumps(v)
                               for v in col])  # fmt: skip

@@ -13,8 +13,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 from typing import Any
 
+import numpy as np
 from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, Integer, SmallInteger, String
 from sqlalchemy.types import TypeDecorator
 
@@ -26,6 +28,7 @@ _SHORT = 8192
 # The length header of each short value, built once: a list index costs less than a pack.
 _HEADS = [_LENGTH(n) for n in range(_SHORT)]
 _TRUE, _FALSE = _LENGTH(1) + b"\x01", _LENGTH(1) + b"\x00"
+_FLAGS = {None: NULL, True: _TRUE, False: _FALSE}
 _INT2, _INT4 = struct.Struct(">ih").pack, struct.Struct(">ii").pack
 _INT8 = struct.Struct(">iq").pack
 _FLOAT8 = struct.Struct(">id").pack
@@ -33,6 +36,10 @@ _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # PostgreSQL's timestamps count from 
 _EPOCH_NAIVE = _EPOCH.replace(tzinfo=None)
 _MICROSECOND = timedelta(microseconds=1)
 _SAMPLE, _FEW = 64, 16  # a text column with at most _FEW distinct values in its first _SAMPLE
+# A column's values as binary COPY fields, each field given as one or more parallel lists of
+# pieces (a row joins its pieces in order): a length header and the bytes, say, kept apart
+# so that neither is copied into a field of its own before the row is joined.
+Parts = list[Sequence[bytes]]
 
 
 def _text_field(v: Any) -> bytes:
@@ -45,13 +52,8 @@ def _text_field(v: Any) -> bytes:
 
 
 def _text_fields(values: Sequence[Any]) -> list[bytes]:
-    # A column of few distinct values (a language, a venue, the model version) has each
-    # value encoded once, then looked up: a works row 7.1 -> 5.8 us (issue 16,
-    # twenty-third pass). Whether it has few is judged by its first values.
-    if len(set(values[:_SAMPLE])) <= _FEW:
-        memo: dict[Any, bytes] = {}
-        return [memo[v] if v in memo else memo.setdefault(v, _text_field(v)) for v in values]
-    out: list[bytes] = []  # _text_field inlined: this runs for every value of such columns
+    """A text column's values as binary COPY fields, one by one (any mix of str, bytes, None)."""
+    out: list[bytes] = []
     append = out.append
     for v in values:
         if v is None:
@@ -63,33 +65,93 @@ def _text_fields(values: Sequence[Any]) -> list[bytes]:
     return out
 
 
-def _bool_fields(values: Sequence[Any]) -> list[bytes]:
-    return [NULL if v is None else _TRUE if v else _FALSE for v in values]
+def _utf8(values: Sequence[Any]) -> Sequence[bytes] | None:
+    """The values as UTF-8 bytes, if all are str or all are bytes (None: any other mix)."""
+    if type(values[0]) is bytes:
+        return values if set(map(type, values)) == {bytes} else None
+    try:  # a None or a bytes value among them raises
+        return list(map(str.encode, values))
+    except TypeError:
+        return None
 
 
-def _int2_fields(values: Sequence[Any]) -> list[bytes]:
-    return [NULL if v is None else _INT2(2, v) for v in values]
+def _text_parts(values: Sequence[Any]) -> Parts:
+    """A text column's parts (str, bytes or None values)."""
+    # A column of few distinct values (a language, a venue, the model version) has each
+    # value encoded once, then looked up: a works row 7.1 -> 5.8 us (issue 16,
+    # twenty-third pass). Whether it has few is judged by its first values.
+    if len(set(values[:_SAMPLE])) <= _FEW:
+        memo = {v: _text_field(v) for v in set(values)}
+        return [list(map(memo.__getitem__, values))]
+    # Otherwise each value's length header and its bytes are two pieces of the row, and
+    # every step maps a C function over the column (issue 16, twenty-eighth pass).
+    data = _utf8(values)
+    if data is None:
+        return [_text_fields(values)]
+    return [_heads(list(map(len, data))), data]
 
 
-def _int4_fields(values: Sequence[Any]) -> list[bytes]:
-    return [NULL if v is None else _INT4(4, v) for v in values]
+def _heads(lengths: list[int]) -> list[bytes]:
+    """The length header of each field."""
+    heads = map(_HEADS.__getitem__, lengths) if max(lengths) < _SHORT else map(_LENGTH, lengths)
+    return list(heads)
 
 
-def _int8_fields(values: Sequence[Any]) -> list[bytes]:
-    return [NULL if v is None else _INT8(8, v) for v in values]
+class Encoded(list[Sequence[bytes]]):
+    """A column given to rows_from_columns as its parts already (see Parts)."""
 
 
-def _float8_fields(values: Sequence[Any]) -> list[bytes]:
-    return [NULL if v is None else _FLOAT8(8, v) for v in values]
+def prefixed_parts(prefix: bytes, data: list[bytes]) -> Encoded:
+    """Text (or bytea) fields, each `prefix` then one of `data`, as parts: nothing copied."""
+    return Encoded([_heads(list(map(len(prefix).__add__, map(len, data)))),
+                    [prefix] * len(data), data])  # fmt: skip
 
 
-def _time_fields(values: Sequence[Any]) -> list[bytes]:
+def _mapped(pack: Callable[..., bytes], size: int, values: Sequence[Any]) -> Parts:
+    """A fixed-size column's parts: `pack` mapped over it, or value by value if one is None."""
+    try:
+        return [list(map(pack, repeat(size, len(values)), values))]
+    except struct.error:  # a None (or a value the type cannot hold: raised again below)
+        return [[NULL if v is None else pack(size, v) for v in values]]
+
+
+# Module functions, so that a Kind pickles (a worker's RowEncoder is sent to it).
+def _int2_parts(values: Sequence[Any]) -> Parts:
+    """A smallint column's parts."""
+    return _mapped(_INT2, 2, values)
+
+
+def _int4_parts(values: Sequence[Any]) -> Parts:
+    """A integer column's parts."""
+    return _mapped(_INT4, 4, values)
+
+
+def _int8_parts(values: Sequence[Any]) -> Parts:
+    """A bigint column's parts."""
+    return _mapped(_INT8, 8, values)
+
+
+def _float8_parts(values: Sequence[Any]) -> Parts:
+    """A double precision column's parts."""
+    return _mapped(_FLOAT8, 8, values)
+
+
+def _bool_parts(values: Sequence[Any]) -> Parts:
+    """A boolean column's parts (any value is taken by its truth, None as NULL)."""
+    try:
+        return [list(map(_FLAGS.__getitem__, values))]
+    except (KeyError, TypeError):  # another truthy or falsy value
+        return [[NULL if v is None else _TRUE if v else _FALSE for v in values]]
+
+
+def _time_parts(values: Sequence[Any]) -> Parts:
+    """A timestamp column's parts."""
     # A naive timestamp is taken as UTC, as db.models.UTCDateTime takes it.
-    return [
+    return [[
         NULL if v is None
         else _INT8(8, (v - (_EPOCH if v.tzinfo is not None else _EPOCH_NAIVE)) // _MICROSECOND)
         for v in values
-    ]  # fmt: skip
+    ]]  # fmt: skip
 
 
 def _read_text(data: bytes) -> str:
@@ -116,18 +178,23 @@ def _read_time(data: bytes) -> datetime:
 class Kind:
     """How one column's values become binary COPY fields, and how a field reads back."""
 
-    def __init__(self, fields: Callable[[Sequence[Any]], list[bytes]], read: Any) -> None:
-        self.fields, self.read = fields, read
+    def __init__(self, parts: Callable[[Sequence[Any]], Parts], read: Any) -> None:
+        self.parts, self.read = parts, read
+
+    def field(self, value: Any) -> bytes:
+        """One value's field."""
+        return b"".join(piece[0] for piece in self.parts([value]))
 
 
-TEXT = Kind(_text_fields, _read_text)
+TEXT = Kind(_text_parts, _read_text)
+FLOAT8 = Kind(_float8_parts, _read_float)
 _KINDS = {
-    "bool": Kind(_bool_fields, _read_bool),
-    "int2": Kind(_int2_fields, _read_int),
-    "int4": Kind(_int4_fields, _read_int),
-    "int8": Kind(_int8_fields, _read_int),
-    "float8": Kind(_float8_fields, _read_float),
-    "timestamp": Kind(_time_fields, _read_time),
+    "bool": Kind(_bool_parts, _read_bool),
+    "int2": Kind(_int2_parts, _read_int),
+    "int4": Kind(_int4_parts, _read_int),
+    "int8": Kind(_int8_parts, _read_int),
+    "float8": FLOAT8,
+    "timestamp": Kind(_time_parts, _read_time),
 }
 
 
@@ -154,19 +221,67 @@ def column_kind(column: Any) -> Kind:
     raise TypeError(f"binary COPY: column {column.name} ({name}) has no encoding here")
 
 
+def _float8_block(columns: Sequence[Sequence[Any]], n: int) -> list[bytes] | None:
+    """The fields of adjacent float8 columns, one piece a row, built by numpy (None: a None
+    or a value that is no float among them, for the columns one by one)."""
+    try:
+        m = np.array(columns, dtype=">f8")
+    except (TypeError, ValueError):
+        return None
+    if m.shape != (len(columns), n) or np.isnan(m).any():  # numpy reads None as NaN
+        return None
+    block = np.empty((n, len(columns)), dtype=[("length", ">i4"), ("value", ">f8")])
+    block["length"], block["value"] = 8, m.T
+    # Each row's fields as one void scalar: tolist() gives their bytes, NUL bytes and all.
+    row = np.dtype(("V", block.itemsize * len(columns)))
+    fields: list[bytes] = block.view(row).ravel().tolist()  # type: ignore[assignment]
+    return fields
+
+
 def rows_from_columns(
     kinds: Sequence[Kind], columns: Sequence[Sequence[Any]], n: int
 ) -> list[bytes]:
     """The binary rows of n rows given as one sequence of values per column (in table order).
 
-    A column of one repeated value (a default) may be given as a 1-tuple: encoded once.
+    A column of one repeated value (a default) may be given as a 1-tuple: encoded once, and
+    with the repeated columns next to it as one piece. Adjacent float8 columns (the scores)
+    are encoded together, a row's fields as one piece. A column given Encoded is taken as is.
     """
-    count = struct.pack(">h", len(kinds))
-    encoded = []
-    for kind, values in zip(kinds, columns, strict=True):
-        encoded.append(kind.fields(values) * n if len(values) == 1 else kind.fields(values))
-    encoded[0] = [count + field for field in encoded[0]]
-    return list(map(b"".join, zip(*encoded, strict=True)))
+    if n == 0:
+        return []
+    pieces: list[Any] = []
+    fixed = struct.pack(">h", len(kinds))  # the field count, then any repeated columns
+    at = 0
+    while at < len(kinds):
+        kind, values = kinds[at], columns[at]
+        if isinstance(values, Encoded):
+            if fixed:
+                pieces.append(repeat(fixed, n))
+                fixed = b""
+            pieces += values
+            at += 1
+            continue
+        if len(values) == 1:
+            fixed += kind.field(values[0])
+            at += 1
+            continue
+        if fixed:
+            pieces.append(repeat(fixed, n))
+            fixed = b""
+        end = at + 1
+        while kind is FLOAT8 and end < len(kinds) and kinds[end] is FLOAT8 \
+                and len(columns[end]) != 1:  # fmt: skip
+            end += 1
+        block = _float8_block(columns[at:end], n) if end - at > 1 else None
+        if block is not None:
+            pieces.append(block)
+        else:
+            for k in range(at, end):
+                pieces += kinds[k].parts(columns[k])
+        at = end
+    if fixed:
+        pieces.append(repeat(fixed, n))
+    return list(map(b"".join, zip(*pieces, strict=True)))
 
 
 def read_row(row: bytes) -> list[bytes | None]:

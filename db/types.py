@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from sqlalchemy.types import TypeDecorator
 
 from db.engine import json_text
 
-__all__ = ["JSONText", "UTCDateTime", "pack_json", "pack_value", "unpack_json"]
+__all__ = ["JSONText", "UTCDateTime", "pack_json", "pack_texts", "pack_value", "unpack_json"]
 
 # The first byte of a packed value says how the rest is stored, an LZ4 block with its size:
 # 1, on its own; 2, compressed against DICTIONARY_2. A dictionary never changes once rows
@@ -26,6 +28,7 @@ LZ4_DICTIONARY_2 = b"\x02"
 # stage, write, check-point and scan, for 3-4 us more a record (issue 16, twenty-first
 # pass).
 DICTIONARY_2 = (Path(__file__).parent / "data" / "pack_dictionary_2.json").read_bytes()
+_PACK_2 = partial(lz4.block.compress, dict=DICTIONARY_2)
 _JSON_SPACE = (b" ", b"\t", b"\n", b"\r")  # what JSON text may start with below 0x20
 
 
@@ -51,7 +54,14 @@ class UTCDateTime(TypeDecorator):
 def pack_json(text: str | bytes) -> bytes:
     """JSON text as a JSONText value is stored: LZ4 against DICTIONARY_2 (see JSONText)."""
     data = text.encode() if isinstance(text, str) else text
-    return LZ4_DICTIONARY_2 + lz4.block.compress(data, dict=DICTIONARY_2)
+    return LZ4_DICTIONARY_2 + _PACK_2(data)
+
+
+def pack_texts(texts: Sequence[bytes]) -> tuple[bytes, list[bytes]]:
+    """Many JSON texts (UTF-8 bytes) packed as pack_json packs each, given as the first byte
+    they all start with and the rest of each: a caller can send the two without joining them.
+    """
+    return LZ4_DICTIONARY_2, list(map(_PACK_2, texts))
 
 
 def pack_value(value: Any) -> bytes | None:

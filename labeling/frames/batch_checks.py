@@ -267,8 +267,11 @@ def batch_columns(values: Columns) -> dict[str, list[Any]]:
     return cols
 
 
-def batch_machine(schema: Schema, cols: Columns) -> list[str]:
-    """The stored machine columns (works.machine) of each record, as machine_digest makes them."""
+def batch_machine(schema: Schema, cols: Columns, utf8: bool = False) -> list[str] | list[bytes]:
+    """The stored machine columns (works.machine) of each record, as machine_digest makes them.
+
+    utf8: as the text's UTF-8 bytes (orjson's output), for a writer that takes text so.
+    """
     plan, kinds = _plan(schema)
     none = [None] * len(cols)
     columns: list[list[Any]] = []
@@ -295,6 +298,8 @@ def batch_machine(schema: Schema, cols: Columns) -> list[str]:
             columns.append(values)
         else:
             columns.append([fn(v) for v in values])
+    if utf8:
+        return list(map(orjson.dumps, zip(*columns, strict=True)))
     return [orjson.dumps(row).decode() for row in zip(*columns, strict=True)]
 
 

@@ -122,9 +122,12 @@ def typed_chunk(
     n = len(records)
     columns = batch_columns(values)
     warnings = batch_warnings(schema, values)
-    columns["machine"] = batch_machine(schema, values)
+    # Text as orjson's bytes where the encoder takes them so (no decoding, then encoding).
+    utf8 = encoder is not None and encoder.utf8_text
+    columns["machine"] = batch_machine(schema, values, utf8)
     columns["machine_hash"] = [machine_hash(schema)] * n
-    columns["import_warnings"] = [orjson.dumps(w).decode() for w in warnings]
+    dumps = map(orjson.dumps, warnings)
+    columns["import_warnings"] = list(dumps) if utf8 else [w.decode() for w in dumps]
     digests = [hashlib.sha256(lines[i][1]).hexdigest() for i in where]
     ids = columns["id"]
     if encoder is not None:

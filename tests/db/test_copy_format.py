@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import struct
 from datetime import UTC, datetime, timedelta
+from hashlib import sha256
 from typing import Any
 
 import orjson
@@ -25,9 +27,18 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from db.bulk import RowEncoder, insert_encoded
-from db.copy_binary import _text_field, _text_fields, column_kind, read_row
+from db.copy_binary import (
+    _KINDS,
+    TEXT,
+    _text_field,
+    _text_fields,
+    column_kind,
+    read_row,
+    rows_from_columns,
+)
 from db.engine import RawJSON, write_connection
 from db.models import Work
+from db.types import pack_json
 
 # Text with the characters the text format had to escape, and beyond the BMP.
 _TEXT = st.text(alphabet=st.sampled_from(["a", "é", "\\", "\t", "\n", "\r", "N", " ", "𝔘", '"']))
@@ -151,3 +162,83 @@ def test_a_json_column_is_sent_as_text() -> None:
     encoder = RowEncoder(table, "postgresql")
     [row] = encoder.encode([{"j": {"a": [1, 2]}, "n": 7, "s": "x"}], NOW)
     assert read_row(row) == [b'{"a":[1,2]}', b"\x00\x00\x00\x07", b"x"]
+
+
+# The kinds of a made-up table (adjacent float8 columns are encoded together) and values of
+# each, None among them; a text value may be given as str or as its UTF-8 bytes.
+_KIND_OF = ["text", "float8", "float8", "float8", "bool", "int4", "text", "float8", "int8"]
+_VALUE_OF = {
+    "text": st.none() | _TEXT | _TEXT.map(str.encode) | st.just("é" * 9000),
+    "float8": st.none() | st.floats(),  # NaN and infinities too: binary COPY stores them
+    "bool": st.none() | st.booleans() | st.sampled_from([0, 1, "", "yes"]),
+    "int4": st.none() | _INT4,
+    "int8": st.none() | st.integers(-(2**63), 2**63 - 1),
+}
+_PACK = {"float8": struct.Struct(">d").pack, "int4": struct.Struct(">i").pack,
+         "int8": struct.Struct(">q").pack}  # fmt: skip
+
+
+def _reference_field(kind: str, value: Any) -> bytes:
+    """A field as the binary COPY format defines it, built value by value."""
+    if value is None:
+        return b"\xff\xff\xff\xff"
+    if kind == "text":
+        data = value if isinstance(value, bytes) else value.encode()
+    elif kind == "bool":
+        data = b"\x01" if value else b"\x00"
+    else:
+        data = _PACK[kind](value)
+    return struct.pack(">i", len(data)) + data
+
+
+@given(st.data(), st.integers(1, 5))
+def test_rows_built_column_by_column_are_the_format_value_by_value(data: Any, n: int) -> None:
+    kinds = [_KINDS[k] if k != "text" else TEXT for k in _KIND_OF]
+    columns: list[Any] = []
+    for kind in _KIND_OF:
+        if data.draw(st.booleans()):  # a column of one repeated value, given once
+            columns.append((data.draw(_VALUE_OF[kind]),))
+        else:
+            columns.append(data.draw(st.lists(_VALUE_OF[kind], min_size=n, max_size=n)))
+    rows = rows_from_columns(kinds, columns, n)
+    for i, row in enumerate(rows):
+        fields = [_reference_field(k, c[0] if len(c) == 1 else c[i])
+                  for k, c in zip(_KIND_OF, columns, strict=True)]  # fmt: skip
+        assert row == struct.pack(">h", len(kinds)) + b"".join(fields)
+
+
+@pytest.mark.parametrize("values", [
+    [1.5, None, 0.25], [0.5, float("nan")], [True, 0.5], [2**70, 0.5],
+], ids=["None", "NaN", "a bool", "a large int"])  # fmt: skip
+def test_float_columns_side_by_side_with_any_value_encode_as_each_alone(values: list[Any]) -> None:
+    other = [0.75] * len(values)
+    kinds = [_KINDS["float8"], _KINDS["float8"]]
+    rows = rows_from_columns(kinds, [values, other], len(values))
+    assert rows == [b"\x00\x02" + _reference_field("float8", v) + _reference_field("float8", 0.75)
+                    for v in values]  # fmt: skip
+
+
+def test_a_value_a_column_cannot_hold_is_refused_as_before() -> None:
+    with pytest.raises(struct.error):
+        rows_from_columns([_KINDS["int4"]], [[1, 2**40]], 2)
+    with pytest.raises(struct.error):
+        rows_from_columns([_KINDS["float8"], _KINDS["float8"]], [["x", 1.0], [1.0, 2.0]], 2)
+
+
+# Over 8 KB once packed: hex digits of sha256 chains hardly compress.
+_LONG = b'{"x":"' + b"".join(sha256(b"%d" % i).hexdigest().encode() for i in range(600)) + b'"}'
+
+
+@pytest.mark.parametrize("records", [
+    [b'{"id":"W1"}', b'{"id":"W2","t":"\xc3\xa9"}'], [b'{"id":"W1"}', '{"id":"W2"}'], [_LONG] * 2,
+], ids=["bytes", "str among them", "long"])  # fmt: skip
+def test_records_packed_together_are_fields_of_what_pack_json_gives(records: list[Any]) -> None:
+    encoder = RowEncoder(Work.__table__, "postgresql")
+    rows = encoder.encode_columns({"id": ["W1", "W2"], "record": records}, 2, NOW)
+    at = encoder.keys.index("record")
+    for row, record in zip(rows, records, strict=True):
+        assert read_row(row)[at] == pack_json(record)
+        assert record is not _LONG or len(pack_json(record)) > 8192  # a long field's header
+        assert encoder.value(row, "record") == (
+            record if isinstance(record, str) else record.decode()
+        )
