@@ -255,8 +255,12 @@ def batch_columns(values: Columns) -> dict[str, list[Any]]:
     Each record's values are the ones check_record's work_columns gives it.
     """
     raw_ids = values["id"]
-    # The model admits only (https://openalex.org/)W<digits>: its last part is the id.
-    cols: dict[str, list[Any]] = {"id": [r.rsplit("/", 1)[-1].upper() for r in raw_ids]}
+    # The model admits only (https://openalex.org/)W<digits>: its last part is the id, which
+    # a chunk of such ids, uppercase and without a slash (real frames'), has already.
+    joined = "".join(raw_ids)
+    ids = raw_ids if "/" not in joined and joined.isupper() else [
+        r.rsplit("/", 1)[-1].upper() for r in raw_ids]  # fmt: skip
+    cols: dict[str, list[Any]] = {"id": ids}
     for key in (*_STR_FIELDS, *_INT_FIELDS, *_BOOL_FIELDS, "routes"):
         cols[key] = values[key]
     for column in ("model_version", "prediction_status", "score_opus", "score_gpt"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime
+from operator import methodcaller
 from typing import Any
 
 import msgspec
@@ -35,7 +36,8 @@ _NUMBERS = bytes.maketrans(b"123456789E", b"000000000e")
 # with a fast scan (the search takes the same time as the literal's alone).
 _EXPONENT = re.compile(rb"e000+[,}\] \t\r\n]").search
 _LONG_INTEGER = b"0" * 200  # 1e308 needs 209 digits before the point with a 2-digit exponent
-EMPTY_LIST = msgspec.Raw(b"[]")  # a list (as direct_labels must be) without a number
+EMPTY_LIST = msgspec.Raw(b"[]")
+_HEX = methodcaller("hexdigest")  # a list (as direct_labels must be) without a number
 
 
 def _may_overflow(line: bytes) -> bool:
@@ -128,11 +130,12 @@ def typed_chunk(
     columns["machine_hash"] = [machine_hash(schema)] * n
     dumps = map(orjson.dumps, warnings)
     columns["import_warnings"] = list(dumps) if utf8 else [w.decode() for w in dumps]
-    digests = [hashlib.sha256(lines[i][1]).hexdigest() for i in where]
+    accepted = [lines[i][1] for i in where]
+    digests = list(map(_HEX, map(hashlib.sha256, accepted)))
     ids = columns["id"]
     if encoder is not None:
         # The record is the line itself, as its bytes (the encoder takes them).
-        columns["record"], columns["record_hash"] = [lines[i][1] for i in where], digests
+        columns["record"], columns["record_hash"] = accepted, digests
         rows = encoder.encode_columns(columns, n, now or utcnow())
         for j, i in enumerate(where):
             out[i] = (ids[j], None, warnings[j], None, digests[j], rows[j])
