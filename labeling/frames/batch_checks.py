@@ -227,6 +227,7 @@ def _binary(q: Question, scores: dict[str, str], calls: dict[str, list[Any]], co
 
 
 _FLAGS = {None: -1, False: 0, True: 1}  # a binary call as a number
+_YES_NO = {-1: None, 0: "no", 1: "yes"}  # a binary call from its scores
 _KINDS = {"single": _single, "multi": _multi, "binary": _binary}
 
 
@@ -291,17 +292,19 @@ def batch_machine(schema: Schema, cols: Columns, utf8: bool = False) -> list[str
             continue
         path = plan.paths[at]
         values = cols[path]
+        # Each record's value looked up by a number, in C: -1 where it has no scores.
         if q is not None and q.kind == "multi":
             m, present = _matrix(cols, path, len(q.labels))
             masks = (m >= q.threshold) @ (1 << np.arange(len(q.labels), dtype=np.int64))
+            keys = np.where(present, masks, -1).tolist()
             labels = _labels_of(q)
-            pairs = zip(masks.tolist(), present.tolist(), strict=True)
-            columns.append([labels(k) if p else None for k, p in pairs])
+            memo: dict[int, list[str] | None] = {k: labels(k) for k in set(keys)}
+            memo[-1] = None
+            columns.append(list(map(memo.__getitem__, keys)))
         elif q is not None:  # binary: yes / no at the threshold
             s, present = _unit(values)
-            hit = s >= q.threshold
-            pairs = zip(hit.tolist(), present.tolist(), strict=True)
-            columns.append([("yes" if h else "no") if p else None for h, p in pairs])
+            keys = np.where(present, s >= q.threshold, -1).tolist()
+            columns.append(list(map(_YES_NO.__getitem__, keys)))
         elif _unchanged_by(fn, cols.model.types[path]):
             columns.append(values)
         else:
