@@ -36,8 +36,8 @@ _NUMBERS = bytes.maketrans(b"123456789E", b"000000000e")
 # with a fast scan (the search takes the same time as the literal's alone).
 _EXPONENT = re.compile(rb"e000+[,}\] \t\r\n]").search
 _LONG_INTEGER = b"0" * 200  # 1e308 needs 209 digits before the point with a 2-digit exponent
-EMPTY_LIST = msgspec.Raw(b"[]")
-_HEX = methodcaller("hexdigest")  # a list (as direct_labels must be) without a number
+EMPTY_LIST = msgspec.Raw(b"[]")  # a list (as direct_labels must be) without a number
+_HEX = methodcaller("hexdigest")
 
 
 def _may_overflow(line: bytes) -> bool:
