@@ -48,6 +48,7 @@ from db.models import (  # noqa: E402
     Work,
     utcnow,
 )
+from db.sqlite_files import SIDE_SUFFIXES  # noqa: E402
 
 OUT = HERE / "out"
 SEED = HERE.parent / "tests" / "fixtures" / "seed_record.json"
@@ -58,7 +59,7 @@ def build(url: str, n: int, rebuild: bool) -> None:
     """The bench database with n validated works and 2 labels each (built once)."""
     path = url.removeprefix("sqlite:///")
     if rebuild and url.startswith("sqlite"):
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", *SIDE_SUFFIXES):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     engine = make_engine(url)
     if rebuild and not url.startswith("sqlite"):

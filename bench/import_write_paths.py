@@ -46,6 +46,7 @@ from db.bulk import RowEncoder, insert_encoded  # noqa: E402
 from db.engine import make_engine, upgrade, write_connection  # noqa: E402
 from db.indexes import defer_indexes  # noqa: E402
 from db.models import Work  # noqa: E402
+from db.sqlite_files import SIDE_SUFFIXES  # noqa: E402
 from labeling.frames.frame_file import iter_chunks  # noqa: E402
 from labeling.frames.lines import parse_chunk  # noqa: E402
 from labeling.schema import load_schema  # noqa: E402
@@ -108,7 +109,7 @@ def sqlite_paths(frame: Path, n: int, repeat: int, out: Path) -> None:
     cols = ", ".join(f'"{k}"' for k in encoder.keys)
 
     def fresh() -> str:
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", *SIDE_SUFFIXES):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
         engine = make_engine(f"sqlite:///{db}")
         upgrade(engine)

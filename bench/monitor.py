@@ -197,8 +197,10 @@ def scratch(path: Path) -> Path:
     """A copy of a bench database to add labels to (the built one stays as built)."""
     import sqlite3
 
+    from db.sqlite_files import SIDE_SUFFIXES
+
     copy = path.with_suffix(".scratch.db")
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", *SIDE_SUFFIXES):
         Path(str(copy) + suffix).unlink(missing_ok=True)
     src, dst = sqlite3.connect(path), sqlite3.connect(copy)
     try:

@@ -23,6 +23,7 @@ from sqlalchemy import Engine, bindparam, func, insert, select, text, update
 
 from db.engine import make_engine, read_session, upgrade, write_session
 from db.models import CampaignItem, Label, StatusEvent, User, Work, utcnow
+from db.sqlite_files import SIDE_SUFFIXES
 from labeling.review.validation import evaluate
 from labeling.schema import Schema, get_path
 from labeling.vocabulary import STATUS_UNVALIDATED, STATUS_VALIDATED
@@ -246,7 +247,7 @@ def build_large(path: Path, schema: Schema, n_works: int, n_labels: int) -> tupl
         have = session.execute(select(func.count()).select_from(Work)).scalar_one()
     if have != n_works:  # a partial build: start again (a complete works table is reused)
         engine.dispose()
-        for suffix in ("", "-wal", "-shm"):
+        for suffix in ("", *SIDE_SUFFIXES):
             Path(str(path) + suffix).unlink(missing_ok=True)
         engine = make_engine(url)
         upgrade(engine)
@@ -343,7 +344,7 @@ def build_demo(path: Path, schema: Schema, n_works: int = 20) -> tuple[Engine, i
         engine = make_engine(url)
         upgrade(engine)  # a database built under older migrations gets the current schema
         return engine, get_campaign(engine, "demo-sample").id
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", *SIDE_SUFFIXES):
         Path(str(path) + suffix).unlink(missing_ok=True)
     engine = make_engine(url)
     upgrade(engine)

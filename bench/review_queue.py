@@ -41,6 +41,7 @@ from sqlalchemy import Engine, func, insert, select, text, update  # noqa: E402
 
 from db.engine import is_sqlite, make_engine, read_session, upgrade, write_session  # noqa: E402
 from db.models import Campaign, CampaignItem, User, Work, utcnow  # noqa: E402
+from db.sqlite_files import SIDE_SUFFIXES  # noqa: E402
 
 OUT = Path(_HERE) / "out"
 CAMPAIGN = "bench-score-max"
@@ -52,7 +53,7 @@ def build(url: str, n: int, rebuild: bool) -> Engine:
     if rebuild:
         if is_sqlite(engine):
             engine.dispose()
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in ("", *SIDE_SUFFIXES):
                 Path(engine.url.database + suffix).unlink(missing_ok=True)
             engine = make_engine(url)
         else:
