@@ -80,7 +80,7 @@ from labeling.frames.frame_file import iter_chunks
 from labeling.frames.record_model import record_model
 from labeling.schema import load_schema
 from labeling.settings import DEFAULT_SCHEMA
-model = record_model(load_schema(DEFAULT_SCHEMA), typed_vectors=True)
+model = record_model(load_schema(DEFAULT_SCHEMA), floor=True)
 assert model is not None
 decode, n, failed = model.decoder.decode, 0, 0
 t0 = time.perf_counter()

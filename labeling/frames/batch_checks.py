@@ -43,7 +43,7 @@ def _matrix(cols: Columns, path: str, width: int) -> tuple[np.ndarray, np.ndarra
 
     Built once per chunk and path (the warnings and the machine columns both read them):
     from the raw JSON by score_vectors (typed_chunk has read them all already), or from the
-    lists of a typed_vectors model through a flat iterator (np.array on a list of lists
+    lists of the floor's model through a flat iterator (np.array on a list of lists
     costs twice as much).
     """
     key = matrix_key(path)
@@ -52,7 +52,7 @@ def _matrix(cols: Columns, path: str, width: int) -> tuple[np.ndarray, np.ndarra
         if bad:
             raise ValueError(f"{path}: not a vector of {width} scores in records {bad}")
         cols.derived[key] = (m, present)
-    if key not in cols.derived:  # lists of floats (a model with typed_vectors)
+    if key not in cols.derived:  # lists of floats (the floor's model)
         vectors = cols[path]
         n = len(vectors)
         present = _there(vectors)
@@ -298,7 +298,7 @@ def batch_machine(schema: Schema, cols: Columns, utf8: bool = False) -> list[str
             masks = (m >= q.threshold) @ (1 << np.arange(len(q.labels), dtype=np.int64))
             keys = np.where(present, masks, -1).tolist()
             labels = _labels_of(q)
-            memo: dict[int, list[str] | None] = {k: labels(k) for k in set(keys)}
+            memo: dict[int, list[str] | None] = {k: labels(k) for k in set(keys) if k >= 0}
             memo[-1] = None
             columns.append(list(map(memo.__getitem__, keys)))
         elif q is not None:  # binary: yes / no at the threshold

@@ -67,11 +67,11 @@ def _id_type() -> Any:
     return Annotated[str, Meta(pattern=rf"^(?:https?://openalex\.org/)?[Ww][0-9]{digits}$")]
 
 
-def _leaf_types(schema: Schema, typed_vectors: bool = False) -> dict[str, Any]:
+def _leaf_types(schema: Schema, floor: bool = False) -> dict[str, Any]:
     """The type of every path check_record looks at, keyed by dotted path.
 
-    typed_vectors: score vectors as lists of range-checked floats, not Vector, and calls as
-    any str (the model the bench's floor decodes with, as the issue defined it).
+    floor: the model the bench's floor decodes with, as the issue defined it: score vectors
+    as lists of range-checked floats, not Vector, and calls as any str, not a label.
     """
     column_of = {source: column for column, source in COLUMN_SOURCES.items()}
     types: dict[str, Any] = {}
@@ -103,11 +103,11 @@ def _leaf_types(schema: Schema, typed_vectors: bool = False) -> dict[str, Any]:
     for q in schema.questions:
         n = len(q.labels)
         typed = Annotated[list[Unit], Meta(min_length=n, max_length=n)]
-        vector = typed if typed_vectors else Vector(n)
+        vector = typed if floor else Vector(n)
         for path in q.scores.values():
             put(path, Unit if q.kind == "binary" else vector)
         call: Any = {"binary": bool, "single": str, "multi": list[str]}[q.kind]
-        if not typed_vectors and q.kind != "binary":
+        if not floor and q.kind != "binary":
             # A call must be one of the labels: msgspec then gives the label's own str
             # object, whose hash is known, and a line with any other call takes
             # check_record, which warns of it. batch_warnings 3.3 -> 2.1 us a line, the
@@ -207,9 +207,9 @@ def _struct(name: str, tree: dict[str, Any], model: dict[str, dict[str, Any]], p
     return msgspec.defstruct(name, specs, rename=rename, forbid_unknown_fields=strict)
 
 
-def _model(schema: Schema, typed_vectors: bool) -> RecordModel | None:
+def _model(schema: Schema, floor: bool) -> RecordModel | None:
     try:
-        leaves = _leaf_types(schema, typed_vectors)
+        leaves = _leaf_types(schema, floor)
     except ModelConflict:
         return None
     tree: dict[str, Any] = {"id": _id_type()}
@@ -243,16 +243,17 @@ def _parts() -> dict[str, dict[str, Any]]:
 _models: dict[tuple[str, bool], RecordModel | None] = {}
 
 
-def record_model(schema: Schema, *, typed_vectors: bool = False) -> RecordModel | None:
+def record_model(schema: Schema, *, floor: bool = False) -> RecordModel | None:
     """The typed model of a schema's records (None: its paths cannot form one; check all).
 
     Args:
         schema: the schema whose paths and labels the model follows.
-        typed_vectors: decode each score vector into a list of range-checked floats, as the
-            bench's floor does, instead of keeping it as raw JSON for score_vectors (what
-            the import does: the same checks, for a fifth of a worker's time less).
+        floor: the model the bench's floor decodes with: each score vector a list of
+            range-checked floats, and a call any str. The import's model (False) keeps a
+            vector as raw JSON for score_vectors and takes only labels as calls: the same
+            checks, or a line sent to check_record, for less of a worker's time.
     """
-    key = (schema.hash, typed_vectors)
+    key = (schema.hash, floor)
     if key not in _models:  # once per schema and process (a worker builds its own)
-        _models[key] = _model(schema, typed_vectors)
+        _models[key] = _model(schema, floor)
     return _models[key]

@@ -126,7 +126,7 @@ def test_batch_warnings_on_calls_that_are_no_label_are_check_record_s(
     schema: Schema, seed_record: dict
 ) -> None:
     """With any str as a call (the floor's model), such calls reach batch_warnings."""
-    model = record_model(schema, typed_vectors=True)
+    model = record_model(schema, floor=True)
     assert model is not None
     records, expected = [], []
     for number, line in enumerate(_frame(seed_record), start=2):

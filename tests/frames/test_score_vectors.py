@@ -145,8 +145,8 @@ def test_a_record_with_a_bad_vector_leaves_the_fast_path_alone(
 
 
 def test_the_floor_decodes_every_vector_into_floats(schema: Schema) -> None:
-    """The bench's floor model (typed_vectors) keeps no vector as raw JSON."""
-    typed, raw = record_model(schema, typed_vectors=True), record_model(schema)
+    """The bench's floor model (floor=True) keeps no vector as raw JSON."""
+    typed, raw = record_model(schema, floor=True), record_model(schema)
     assert typed is not None and raw is not None
     assert typed.vectors == {} and raw.vectors
     assert all(width > 1 for width in raw.vectors.values())  # the fast way applies to all
