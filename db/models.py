@@ -24,12 +24,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from db.types import JSONText, UTCDateTime
 from labeling.vocabulary import (
+    ACTS,
     ROLES,
     RUN_DONE,
     SSO_KINDS,
     STATUS_UNVALIDATED,
     STATUS_VALIDATED,
     STATUSES,
+    VERDICT_OUTCOMES,
 )
 
 # Constraint names are fixed from day one so that migrations can name what they alter
@@ -394,6 +396,44 @@ class StatusEvent(Base):
     to_status: Mapped[str] = mapped_column(String(40), nullable=False)
     reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # What the act was and what it changed (events before migration 0019 hold NULL): the
+    # validated answers, how they were validated and the gold mark, before and after.
+    act: Mapped[str | None] = mapped_column(String(24))
+    answers_before: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    answers_after: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
+    via_before: Mapped[str | None] = mapped_column(String(64))
+    via_after: Mapped[str | None] = mapped_column(String(64))
+    gold_before: Mapped[bool | None] = mapped_column(Boolean)
+    gold_after: Mapped[bool | None] = mapped_column(Boolean)
+
+    __table_args__ = (CheckConstraint(f"act IS NULL OR act IN ({_in(ACTS)})", name="act"),)
+
+
+class CampaignVerdict(Base):
+    """Another campaign's verdict on a work that was already validated: it corroborates the
+    validated answers or opens a dispute across campaigns, which stays open (the work keeps
+    its answers) until a lead adjudicates or reopens the work (`settled_at`)."""
+
+    __tablename__ = "campaign_verdicts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    work_id: Mapped[str] = mapped_column(ForeignKey("works.id", ondelete="CASCADE"), index=True)
+    campaign_id: Mapped[int] = mapped_column(ForeignKey("campaigns.id", ondelete="CASCADE"))
+    outcome: Mapped[str] = mapped_column(String(16), nullable=False)
+    # The campaign's concluded answers, and the questions on which they differ (disputed).
+    answers: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    differing: Mapped[list[Any] | None] = mapped_column(JSON)
+    # The validated answers it was compared with, and how they were validated.
+    against: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    against_via: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    settled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    settled_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+
+    __table_args__ = (
+        UniqueConstraint("work_id", "campaign_id"),
+        CheckConstraint(f"outcome IN ({_in(VERDICT_OUTCOMES)})", name="outcome"),
+    )
 
 
 class AbstractCache(Base):
