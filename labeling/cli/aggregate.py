@@ -55,10 +55,15 @@ def aggregate(obj: Any, campaign: str, method: str, validate: bool, as_json: boo
         _fail("--validate applies the dawid-skene rule: drop --method majority")
     report = aggregate_for(obj.engine, schema, info.id, method)
     if validate:
+        # Too few shared works: no posterior to judge by. The rule still checks the campaign
+        # (another rule exits 2) but is handed no work, so nothing is validated or disputed.
+        judged = {**report, "works": []} if "note" in report else report
         try:
-            report["validation"] = apply_model_rule(obj.engine, schema, info, report)
+            report["validation"] = apply_model_rule(obj.engine, schema, info, judged)
         except ValidationError as exc:
             _fail(str(exc))
+        if "note" in report:
+            report["validation"]["note"] = f"nothing validated or disputed. {report['note']}"
     if as_json:
         click.echo(json.dumps(report, indent=2, allow_nan=False, ensure_ascii=False))
         return
@@ -70,18 +75,38 @@ def _num(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def _validation(v: dict[str, Any]) -> str:
+    """The --validate outcome as one paragraph."""
+    if "note" in v:
+        return f"\nvalidation ({v['rule']}, k={v['k']}): {v['note']}"
+    return (
+        f"\nvalidation ({v['rule']}, k={v['k']}): {v['validated']} validated, "
+        f"{v['disputed']} disputed, {v['in_review']} in review (fewer than k "
+        f"labels), {v['left_alone']} validated otherwise and left alone; "
+        f"{v['changed']} changed"
+    )
+
+
 def _text(report: dict[str, Any]) -> str:
     """The report as plain text: annotators, per question, then one line per work."""
+    from labeling.stats.majority import NO_MAJORITY
+
     lines = [
         f"{report['campaign']}: {report['method']} over {report['n_labels']} labels of "
         f"{report['n_works']} works (rule {report['rule']}, k={report['overlap']})"
     ]
+    if "note" in report:  # too few shared works: a sentence, no posterior or accuracy
+        lines.append(report["note"])
+        lines.append("(`--method majority` gives each work's vote shares; `--json` the counts.)")
+        if "validation" in report:
+            lines.append(_validation(report["validation"]))
+        return "\n".join(lines)
     if not report["works"]:
         lines.append("no labels yet")
         return "\n".join(lines)
     lines.append(
         "\nannotator accuracy (mean probability that an answer is the true one; "
-        "majority: share equal to the majority answer), n answers:"
+        "majority: share equal to the majority answer, on works with one), n answers:"
     )
     names = list(report["questions"])
     lines.append(
@@ -98,7 +123,9 @@ def _text(report: dict[str, Any]) -> str:
             f"  {a['annotator'][:20]:20} {_num(a['accuracy']):>7} {a['n']:6d}  " + "  ".join(cells)
         )
     lines.append(
-        "\nper work: answer (posterior) per question; multi-label: the labels that "
+        "\nper work: answer (vote share) per question; a tie or a spread: no majority"
+        if report["method"] == "majority"
+        else "\nper work: answer (posterior) per question; multi-label: the labels that "
         "apply, posterior of the least certain label"
     )
     for w in report["works"]:
@@ -106,8 +133,11 @@ def _text(report: dict[str, Any]) -> str:
         for q in names:
             if q in w["answers"]:
                 ans = w["answers"][q]
-                shown = ";".join(ans) if isinstance(ans, list) else str(ans)
-                parts.append(f"{q}={shown or '(none)'} ({_num(w['posteriors'][q])})")
+                if ans is None:
+                    shown = NO_MAJORITY
+                else:
+                    shown = (";".join(ans) if isinstance(ans, list) else str(ans)) or "(none)"
+                parts.append(f"{q}={shown} ({_num(w['posteriors'][q])})")
         lines.append(f"  {w['work_id']}  n={w['n_labels']}  " + "  ".join(parts))
     unsettled = [
         q if "labels" not in b else f"{q}: {lab}"
@@ -122,11 +152,5 @@ def _text(report: dict[str, Any]) -> str:
             "classes)"
         )
     if "validation" in report:
-        v = report["validation"]
-        lines.append(
-            f"\nvalidation ({v['rule']}, k={v['k']}): {v['validated']} validated, "
-            f"{v['disputed']} disputed, {v['in_review']} in review (fewer than k "
-            f"labels), {v['left_alone']} validated otherwise and left alone; "
-            f"{v['changed']} changed"
-        )
+        lines.append(_validation(report["validation"]))
     return "\n".join(lines)

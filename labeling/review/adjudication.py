@@ -17,11 +17,17 @@ from labeling.abstracts.cache import AbstractState
 from labeling.review import disputes
 from labeling.review.campaigns import CampaignInfo, list_campaigns
 from labeling.review.flow import abstract_of
-from labeling.review.validation import AnswerError, ValidationError, adjudicate, campaign_questions
+from labeling.review.validation import (
+    AlreadySettled,
+    AnswerError,
+    ValidationError,
+    adjudicate,
+    campaign_questions,
+)
 from labeling.schema import Question, Schema
 from labeling.settings import Settings
+from labeling.stats.majority import NO_MAJORITY
 
-NO_MAJORITY = "no majority"  # the one wording, in the table and in the form
 ACTIONS = ("adjudicate", "move", "campaign")
 
 
@@ -47,29 +53,29 @@ def majority_prefill(
 ) -> dict[str, Any]:
     """Where the form starts: the majority answer per question, None where there is none.
 
-    A multi-label answer is the labels a strict majority chose; when no label has one, it is
-    "none" only if a strict majority answered none, else None (no majority).
+    The one definition (labeling.stats.majority, as the majority rule and `labeling aggregate
+    --method majority` use it): strictly more than half of those who answered, no tie-break;
+    a multi-label answer is compared whole, as a set ([] when a majority answered "none").
 
     Args:
         answers: one answers dict per annotator.
         questions: the form's questions.
     """
-    answers = list(answers)
-    base = disputes.majority_answers(answers, questions)
-    for q in questions:
-        if q.kind != "multi" or base[q.name]:
-            continue
-        given = [a[q.name] for a in answers if a.get(q.name) is not None]
-        empty = sum(1 for v in given if not v)
-        base[q.name] = [] if given and 2 * empty > len(given) else None
-    return base
+    return disputes.majority_answers(answers, questions)
+
+
+def prefill_for(view: disputes.DisputeView, questions: Sequence[Question]) -> dict[str, Any]:
+    """A dispute's prefill: the majority of its labels, or across campaigns of its two verdicts
+    (so a question where they differ starts with "no majority": the lead must choose)."""
+    weighed = [view.answers[k] for k in view.weighed] if view.weighed else view.answers.values()
+    return majority_prefill(weighed, questions)
 
 
 def side_by_side(view: disputes.DisputeView, questions: Sequence[Question]) -> list[dict]:
     """Per question: each annotator's answer, whether they differ, and the majority (text)."""
     names = [q.name for q in questions]
     differ = set(disputes.disagreeing(view.answers, names))
-    majority = majority_prefill(view.answers.values(), questions)
+    majority = prefill_for(view, questions)
     return [
         {
             "question": q.name,
@@ -143,6 +149,9 @@ def _adjudicate(
         adjudicate(
             engine, view.work_id, answers, reason, screen.user_id, view.campaign_id, schema=schema
         )
+    except AlreadySettled as exc:
+        screen.message = ("warning", f"Not adjudicated: {exc}.")
+        return False
     except (AnswerError, ValidationError) as exc:
         screen.message = ("error", f"Not adjudicated: {exc}")
         return False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,10 +10,12 @@ import pandas as pd
 from sqlalchemy import Engine, func, select, update
 
 from db.engine import affected_rows, read_session, write_session
-from db.models import CampaignItem, Label, User, Work, utcnow
+from db.models import Campaign, CampaignItem, Label, User, Work, utcnow
 from labeling.inputs import shown, storable
-from labeling.review.validation import LEAD_ROLES, ValidationError
+from labeling.review.validation import LEAD_ROLES, ValidationError, rule_campaign
+from labeling.review.verdicts import open_disputes
 from labeling.schema import Question
+from labeling.stats.majority import NO_MAJORITY, majority
 from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
 
 NO_ANSWER = "—"
@@ -31,6 +32,12 @@ class DisputeView:
     annotators: tuple[str, ...]
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # annotator -> answers
     skipped: tuple[str, ...] = ()
+    # A dispute across campaigns: "validated (how)" and "campaign NAME" verdicts first in
+    # `answers` (the prefill weighs these two only), then each campaign's labels as
+    # "NAME: annotator"; `note` says what is disputed.
+    across: bool = False
+    note: str | None = None
+    weighed: tuple[str, ...] = ()
 
     @property
     def n_labels(self) -> int:
@@ -70,26 +77,25 @@ def disagreeing(answers: Mapping[str, Mapping[str, Any]], questions: Sequence[st
 def majority_answers(
     answers: Iterable[Mapping[str, Any]], questions: Sequence[Question]
 ) -> dict[str, Any]:
-    """The prefill of an adjudication form: the strict majority per question.
+    """The prefill of an adjudication form: the majority answer per question
+    (labeling.stats.majority: strictly more than half of those who answered, no tie-break).
 
     Args:
         answers: one answers dict per annotator.
         questions: the schema questions of the form.
 
     Returns:
-        {question: value}; single/binary questions without a strict majority get None,
-        multi questions get every label chosen by a strict majority (schema order).
+        {question: value}, None where no answer has a majority; a multi-label answer is
+        compared whole, as a set, and given as its labels in schema order ([] = "none").
     """
     answers = list(answers)
     out: dict[str, Any] = {}
     for q in questions:
-        values = [a[q.name] for a in answers if a.get(q.name) is not None]
-        if q.kind == "multi":
-            counts = Counter(lab for v in values for lab in v)
-            out[q.name] = [lab for lab in q.labels if 2 * counts[lab] > len(values)]
-            continue
-        top = Counter(values).most_common(1)
-        out[q.name] = top[0][0] if top and 2 * top[0][1] > len(values) else None
+        found = majority(a.get(q.name) for a in answers)
+        if isinstance(found, frozenset):  # labels in schema order, then any others
+            out[q.name] = [lab for lab in q.labels if lab in found] + sorted(found - set(q.labels))
+        else:
+            out[q.name] = found
     return out
 
 
@@ -112,7 +118,7 @@ def dispute_table(view: DisputeView, questions: Sequence[Question]) -> pd.DataFr
     """
     names = [q.name for q in questions]
     differ = set(disagreeing(view.answers, names))
-    majority = majority_answers(view.answers.values(), questions)
+    prefill = majority_answers(view.answers.values(), questions)
     rows = []
     for q in questions:
         row: dict[str, Any] = {"question": q.name}
@@ -120,7 +126,7 @@ def dispute_table(view: DisputeView, questions: Sequence[Question]) -> pd.DataFr
             row[who] = fmt_answer(view.answers[who].get(q.name))
         row["disagree"] = q.name in differ
         row["majority"] = (
-            fmt_answer(majority[q.name]) if majority[q.name] is not None else ("no majority")
+            fmt_answer(prefill[q.name]) if prefill[q.name] is not None else NO_MAJORITY
         )
         rows.append(row)
     return pd.DataFrame(rows, columns=["question", *view.answers, "disagree", "majority"])
@@ -149,7 +155,8 @@ def _latest_labels(campaign_id: int | None, work_ids: Sequence[str]) -> Any:
 
 
 def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeView]:
-    """Every disputed work with each annotator's current answers (names: for leads only).
+    """Every disputed work with each annotator's current answers (names: for leads only),
+    then the validated works with a dispute across campaigns open (cross_disputed_works).
 
     Args:
         engine: the database.
@@ -189,6 +196,73 @@ def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeV
                 annotators=tuple(r.name for r in rows),
                 answers={r.name: dict(r.answers) for r in rows if not r.skipped},
                 skipped=tuple(r.name for r in rows if r.skipped),
+            )
+        )
+    return out + cross_disputed_works(engine, campaign)
+
+
+def cross_disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeView]:
+    """Validated works whose validated answers another campaign's verdict disputes.
+
+    Each is shown with the validated answers and the other campaign's verdict side by side,
+    then the current labels behind each (the validating campaign's and the other's).
+
+    Args:
+        engine: the database.
+        campaign: only disputes raised by this campaign's verdicts (None: all).
+    """
+    with read_session(engine) as session:
+        rows = open_disputes(session)
+        if campaign is not None:
+            rows = [r for r in rows if r.campaign_id == campaign]
+        if not rows:
+            return []
+        ids = sorted({r.work_id for r in rows})
+        works = {
+            w.id: w
+            for w in session.execute(
+                select(
+                    Work.id, Work.title, Work.record, Work.final_answers, Work.validated_via
+                ).where(Work.id.in_(ids), Work.status == STATUS_VALIDATED)
+            )
+        }
+        names = dict(session.execute(select(Campaign.id, Campaign.name)).all())
+        labels = session.execute(_latest_labels(None, ids)).all()
+    out = []
+    for row in rows:
+        w = works.get(row.work_id)
+        if w is None:
+            continue
+        via = w.validated_via or "?"
+        owner_id = rule_campaign(w.validated_via)
+        mine = f"campaign {names.get(row.campaign_id, row.campaign_id)}"
+        answers: dict[str, dict[str, Any]] = {
+            f"validated ({via})": dict(w.final_answers or {}),
+            mine: dict(row.answers),
+        }
+        skipped = []
+        for lab in labels:
+            if lab.work_id != w.id or lab.campaign_id not in (row.campaign_id, owner_id):
+                continue
+            who = f"{names.get(lab.campaign_id, lab.campaign_id)}: {lab.name}"
+            if lab.skipped:
+                skipped.append(who)
+            else:
+                answers[who] = dict(lab.answers)
+        differ = ", ".join(row.differing or [])
+        out.append(
+            DisputeView(
+                work_id=w.id,
+                campaign_id=row.campaign_id,
+                title=w.title or "(no title)",
+                record=dict(w.record or {}),
+                annotators=tuple(answers),
+                answers=answers,
+                skipped=tuple(skipped),
+                across=True,
+                note=f"validated ({via}), but the verdict of {mine} differs on {differ}: "
+                "adjudicating settles it (the other questions keep their validated answers)",
+                weighed=(f"validated ({via})", mine),
             )
         )
     return out

@@ -10,17 +10,18 @@ and ``majority`` (vote shares). Choices, in one place:
   task per schema label ("does the label apply?", yes/no), fitted separately.
 - A None/NaN value is not an answer (skips never reach the table); duplicate (work,
   annotator, question) rows: the last one counts. An empty multi-label list is an answer.
-- Per work and question: the answer is the most probable class (ties: the first class, so
-  schema order; "yes" for a label), its posterior is that class's probability (majority: its
-  vote share). For a multi-label question the answer is the labels whose "yes" wins, and its
-  posterior is the least certain label's posterior (what ``posterior >= P`` must hold for).
+- Per work and question (Dawid-Skene): the answer is the most probable class (ties: the
+  first; "yes" for a label), its posterior that class's probability; multi-label: the labels
+  whose "yes" wins, posterior the least certain label's (what ``posterior >= P`` needs).
+- Majority: labeling.stats.majority's definition (strictly more than half, no tie-break;
+  multi-label answers compared as sets): the answer is the majority answer or None (a 1-1
+  tie: None with 0.5), its posterior the most given answer's vote share.
 - Per annotator: the accuracy is the mean probability that their answer is the true one
-  (Dawid-Skene: the posterior of the class they chose; majority: 1 when it is the majority
-  answer, else 0), over their n answers. For a multi-label question an answer is right when
-  its whole label set is: the product of its labels' probabilities (labels are modelled
-  independently). The pooled accuracy averages over every question's answers, like the
-  Monitor's accuracy on gold checks. Confusion matrices: {true class: {given class: p}}, a
-  row None when (majority) the annotator met no work of that true class.
+  (Dawid-Skene: the posterior of the class they chose, a multi-label answer's the product of
+  its labels'; majority: 1 when it is the majority answer, else 0) over their n answers
+  (majority: on works that have a majority answer). The pooled accuracy averages over every
+  question's answers, like the Monitor's accuracy on gold checks. Confusion matrices: {true
+  class: {given class: p}}, a row None when the annotator met no work of that true class.
 - Numbers are rounded to 6 decimals; undefined ones are None, never NaN.
 """
 
@@ -39,8 +40,8 @@ from labeling.stats.dawid_skene import (
     WarmStarts,
     dawid_skene,
     majority,
-    one_hot_argmax,
 )
+from labeling.stats.majority import majority_one_hot, set_majorities
 
 METHODS = ("dawid-skene", "majority")
 YES_NO = ("yes", "no")
@@ -151,7 +152,8 @@ def _fit(
     size = {"n_items": n_items, "n_workers": n_workers, "n_classes": n_classes}
     if method == "majority":
         fit = majority(items, workers, labels, **size)
-        return fit, one_hot_argmax(fit.posteriors)
+        votes = np.bincount(items * n_classes + labels, minlength=n_items * n_classes)
+        return fit, majority_one_hot(votes.reshape(n_items, n_classes))
     fit = dawid_skene(items, workers, labels, **size, max_iter=max_iter, start=start)
     return fit, fit.posteriors
 
@@ -186,12 +188,15 @@ def _task(
     if warm is not None and method == "dawid-skene":
         warm[0].fits[warm[1]] = (tuple(names), tuple(classes), fit.priors, fit.confusion)
     right = scoring[items, labels]  # each answer's probability of being the true class
-    n = np.bincount(workers, minlength=len(names))
+    # Works with an answer to score against (majority: a strict one; Dawid-Skene: all).
+    decided = scoring.sum(axis=1) > 0.5
+    given = np.bincount(workers, minlength=len(names))
+    n = np.bincount(workers[decided[items]], minlength=len(names))
     with np.errstate(invalid="ignore", divide="ignore"):
         accuracy = np.bincount(workers, weights=right, minlength=len(names)) / n
     annotators = {}
     for w, who in enumerate(names):
-        if not n[w]:
+        if not given[w]:
             continue
         confusion = {}
         for j, true in enumerate(classes):
@@ -213,6 +218,7 @@ def _task(
     return {
         "block": block,
         "right": right,
+        "decided": decided,
         "best": best,
         "posterior": fit.posteriors[np.arange(n_items), best],
         "distribution": fit.posteriors,
@@ -256,21 +262,22 @@ def _question(
             None if warm is None else (warm, q.name),
         )
         block.update(t["block"])
-        right = t["right"]
+        right, decided = t["right"], t["decided"]
         classes = t["classes"]
         per_work = (
             {}
             if not with_works
             else {
                 w: {
-                    "answer": classes[b],
+                    "answer": classes[b] if ok else None,
                     "posterior": p,
                     "n": n,
                     "distribution": dict(zip(classes, dist, strict=True)),
                 }
-                for w, b, p, n, dist in zip(
+                for w, b, ok, p, n, dist in zip(
                     works,
                     t["best"].tolist(),
+                    decided.tolist(),
                     _rounded(t["posterior"]),
                     counts.tolist(),
                     _rounded(t["distribution"]),
@@ -302,6 +309,10 @@ def _question(
             block["labels"][lab] = t["block"]
             right = right * t["right"]
             fits[lab] = t
+        decided = np.ones(len(works), dtype=bool)
+        if method == "majority":  # the whole label set against the set majority
+            top, decided, set_share, set_answers = set_majorities(items, codes, met, list(fits))
+            right = ((codes == top[items]) & decided[items]).astype(float)
         per_work = {}
         if with_works:
             labs = list(fits)
@@ -322,24 +333,31 @@ def _question(
                 ]
             )
             least = np.column_stack([t["posterior"] for t in fits.values()]).min(axis=1)
-            for w, picks, p, n, shares in zip(
-                works, chosen.tolist(), _rounded(least), counts.tolist(), _rounded(yes), strict=True
+            picks = chosen.tolist()
+            answers: list[Any] = [[lab for lab, c in zip(labs, p, strict=True) if c] for p in picks]
+            if method == "majority":
+                least, answers = set_share, set_answers
+            for w, answer, p, n, shares in zip(
+                works, answers, _rounded(least), counts.tolist(), _rounded(yes), strict=True
             ):
                 per_work[w] = {
-                    "answer": [lab for lab, c in zip(labs, picks, strict=True) if c],
+                    "answer": answer,
                     "posterior": p,
                     "n": n,
                     "distribution": dict(zip(labs, shares, strict=True)),
                 }
     if q.kind == "multi":  # a whole label set's accuracy (its labels' blocks have theirs)
-        n = np.bincount(workers, minlength=len(names_list))
+        given = np.bincount(workers, minlength=len(names_list))
+        n = np.bincount(workers[decided[items]], minlength=len(names_list))
         sums = np.bincount(workers, weights=right, minlength=len(names_list))
-        block["annotators"] = {
-            who: {"accuracy": _num(sums[w] / n[w]), "n": int(n[w])}
-            for w, who in enumerate(names_list)
-            if n[w]
-        }
-    return block, {"works": per_work, "who": who_codes[workers], "right": right}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            block["annotators"] = {
+                who: {"accuracy": _num(sums[w] / n[w]), "n": int(n[w])}
+                for w, who in enumerate(names_list)
+                if given[w]
+            }
+    got = {"who": who_codes[workers], "right": right, "counted": decided[items]}
+    return block, {"works": per_work, **got}
 
 
 def aggregate(
@@ -376,7 +394,7 @@ def aggregate(
     n_names = len(coded.names)
     # Per annotator over every question: answers, their summed probability of being right,
     # and the questions answered (in question order).
-    n_all, right_all = np.zeros(n_names), np.zeros(n_names)
+    n_all, right_all, given_all = np.zeros(n_names), np.zeros(n_names), np.zeros(n_names)
     asked: list[tuple[str, np.ndarray]] = []
     labelled = []
     for q in questions:
@@ -387,10 +405,10 @@ def aggregate(
         block, got = _question(method, q, coded, rows, with_works, max_iter, warm)
         blocks[q.name] = block
         labelled.append(coded.work[rows] * n_names + coded.who[rows])
-        n_q = np.bincount(got["who"], minlength=n_names)
-        n_all += n_q
+        n_all += np.bincount(got["who"][got["counted"]], minlength=n_names)
+        given_all += (given_q := np.bincount(got["who"], minlength=n_names))
         right_all += np.bincount(got["who"], weights=got["right"], minlength=n_names)
-        asked.append((q.name, n_q > 0))
+        asked.append((q.name, given_q > 0))
         for w, entry in got["works"].items():
             out = works.setdefault(
                 str(w),
@@ -407,12 +425,12 @@ def aggregate(
             out["posteriors"][q.name] = entry["posterior"]
             out["distributions"][q.name] = entry["distribution"]
     annotators = []
-    for w in np.flatnonzero(n_all):
+    for w in np.flatnonzero(given_all):  # majority: n counts answers on decided works only
         who = str(coded.names[w])
         annotators.append(
             {
                 "annotator": who,
-                "accuracy": _num(right_all[w] / n_all[w]),
+                "accuracy": _num(right_all[w] / n_all[w]) if n_all[w] else None,
                 "n": int(n_all[w]),
                 "questions": {q: blocks[q]["annotators"][who] for q, has in asked if has[w]},
             }

@@ -44,6 +44,7 @@ import numpy as np
 from scipy import sparse
 
 from labeling.stats.coefficients import unique_rows
+from labeling.stats.majority import majority_one_hot
 
 EPS = 1e-10  # crowd-kit's floor for probabilities before a log
 MAX_ITER = 500  # weakly identified data (2 labels a work, 13 classes) may need more: flagged
@@ -100,13 +101,6 @@ def vote_shares(items: np.ndarray, labels: np.ndarray, n_items: int, n_classes: 
     counts = np.bincount(items * n_classes + labels, minlength=n_items * n_classes)
     counts = counts.reshape(n_items, n_classes).astype(float)
     return counts / counts.sum(axis=1, keepdims=True)
-
-
-def one_hot_argmax(posteriors: np.ndarray) -> np.ndarray:
-    """The most probable class of each row as a one-hot matrix (ties: the first class)."""
-    out = np.zeros_like(posteriors)
-    out[np.arange(len(posteriors)), posteriors.argmax(axis=1)] = 1.0
-    return out
 
 
 def confusion_counts(
@@ -244,9 +238,16 @@ def majority(
     n_workers: int,
     n_classes: int,
 ) -> Fit:
-    """Majority vote: vote shares as posteriors; confusion against the majority answer."""
+    """Majority vote: vote shares as posteriors; confusion against the majority answer.
+
+    The majority answer is labeling.stats.majority's (strictly more than half, no tie-break):
+    an item without one counts in no confusion row and no prior (priors: the share of items
+    with a majority that have each class; NaN when no item has one).
+    """
     items, workers, labels = (np.asarray(x, dtype=np.int64) for x in (items, workers, labels))
-    post = vote_shares(items, labels, n_items, n_classes)
-    hard = one_hot_argmax(post)
+    counts = np.bincount(items * n_classes + labels, minlength=n_items * n_classes)
+    counts = counts.reshape(n_items, n_classes)
+    post = counts / counts.sum(axis=1, keepdims=True)
+    hard = majority_one_hot(counts)
     confusion = normalise_rows(confusion_counts(items, workers, labels, hard, n_workers))
-    return Fit(post, confusion, hard.mean(axis=0), None, None)
+    return Fit(post, confusion, normalise_rows(hard.sum(axis=0)), None, None)

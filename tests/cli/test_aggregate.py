@@ -322,3 +322,107 @@ def test_the_text_names_fits_that_did_not_settle() -> None:
     }
     text = _text(report)
     assert "before settling on g, cats: y (" in text and "W1  n=2  g=a (0.500)" in text
+
+
+# ------------------------------------------------------------------ too few to say, one majority
+
+
+def two_annotators(engine: Engine, schema: Schema, n: int, rule: str = "dawid-skene") -> int:
+    """A campaign "few" of n works, each labelled by ann and bob (k = 2); bob errs on every
+    5th work (W0001, W0006, ...), a 1-1 tie on each question there."""
+    order = add_works(engine, n)
+    cid = create_campaign(
+        engine, name="few", strategy="score_max", overlap=2, rule=rule, questions=QUESTIONS
+    ).id
+    for who in ("ann", "bob"):
+        label(engine, schema, cid, add_user(engine, who), who, order, n)
+    return cid
+
+
+def test_too_few_shared_works_give_a_sentence_not_a_posterior(engine, db_url, schema) -> None:
+    """9 works with two labels: the Monitor's minimum is 10, and the CLI applies it too."""
+    from labeling.stats.overlap import MIN_SHARED_WORKS
+
+    assert MIN_SHARED_WORKS == 10
+    two_annotators(engine, schema, 9)
+    text = run(db_url, "aggregate", "--campaign", "few")
+    assert text.exit_code == 0, text.output  # too few to say is no error
+    assert "Too few shared labels for the model: 9 work(s) have two or more labels" in text.output
+    assert "at least 10" in text.output
+    assert "annotator accuracy" not in text.output and "(0." not in text.output
+    result = run(db_url, "aggregate", "--campaign", "few", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["note"].startswith("Too few shared labels for the model: 9 work(s)")
+    assert (report["shared_works"], report["min_shared_works"]) == (9, 10)
+    assert "annotators" not in report and "questions" not in report
+    assert (report["n_works"], report["n_labels"]) == (9, 18)
+    assert [w["work_id"] for w in report["works"]] == [f"W{i:04d}" for i in range(1, 10)]
+    tie = report["works"][0]  # ann and bob disagree on W0001: the counts say so, no more
+    genres = schema.question("genre").labels
+    assert tie == {
+        "work_id": "W0001",
+        "n_labels": 2,
+        "counts": {
+            "about_ca_system": {"no": 1, "yes": 1},
+            "genre": {genres[0]: 1, genres[1]: 1},
+        },
+    }
+    assert all("posteriors" not in w and "answers" not in w for w in report["works"])
+    # Majority vote needs no overlap across works: it still answers, per work.
+    majority = json.loads(
+        run(db_url, "aggregate", "--campaign", "few", "--method", "majority", "--json").stdout
+    )
+    assert "note" not in majority and len(majority["works"]) == 9
+
+
+def test_validate_under_the_minimum_settles_nothing_and_says_so(engine, db_url, schema) -> None:
+    two_annotators(engine, schema, 9)
+    before = statuses(engine)
+    text = run(db_url, "aggregate", "--campaign", "few", "--validate")
+    assert text.exit_code == 0, text.output
+    assert "nothing validated or disputed. Too few shared labels" in text.output
+    result = run(db_url, "aggregate", "--campaign", "few", "--validate", "--json")
+    assert result.exit_code == 0, result.output
+    v = json.loads(result.stdout)["validation"]
+    assert (v["validated"], v["disputed"], v["changed"], v["works"]) == (0, 0, 0, 0)
+    assert v["note"].startswith("nothing validated or disputed. Too few shared labels")
+    assert statuses(engine) == before  # every work still in review
+
+
+def test_ten_shared_works_give_the_model(engine, db_url, schema) -> None:
+    two_annotators(engine, schema, 10)
+    report = json.loads(run(db_url, "aggregate", "--campaign", "few", "--json").stdout)
+    assert "note" not in report and len(report["works"]) == 10
+    assert all(set(w["posteriors"]) == set(QUESTIONS) for w in report["works"])
+    assert [a["annotator"] for a in report["annotators"]] == ["ann", "bob"]
+    text = run(db_url, "aggregate", "--campaign", "few").output
+    assert "annotator accuracy" in text and "Too few" not in text
+
+
+def test_a_tie_is_no_majority_in_the_cli_and_in_adjudicate(engine, db_url, schema) -> None:
+    """A 1-1 tie: `aggregate --method majority`, the majority rule and Adjudicate agree."""
+    from labeling.review.adjudication import majority_prefill
+    from labeling.review.disputes import disputed_works
+
+    cid = two_annotators(engine, schema, 9, rule="majority")
+    result = run(db_url, "aggregate", "--campaign", "few", "--method", "majority", "--json")
+    assert result.exit_code == 0, result.output
+    works = {w["work_id"]: w for w in json.loads(result.stdout)["works"]}
+    tie, agreed = works["W0001"], works["W0002"]
+    assert tie["answers"] == {"genre": None, "about_ca_system": None}
+    assert tie["posteriors"] == {"genre": 0.5, "about_ca_system": 0.5}
+    assert agreed["answers"] == truth(schema, 1)
+    assert agreed["posteriors"] == {"genre": 1.0, "about_ca_system": 1.0}
+    text = run(db_url, "aggregate", "--campaign", "few", "--method", "majority").output
+    line = next(row for row in text.splitlines() if row.startswith("  W0001"))
+    assert "genre=no majority (0.500)" in line and "about_ca_system=no majority (0.500)" in line
+    # The rule disputed exactly the tied works; Adjudicate starts them with no majority.
+    disputed = disputed_works(engine, cid)
+    assert [v.work_id for v in disputed] == ["W0001", "W0006"]
+    questions = [schema.question(q) for q in QUESTIONS]
+    for view in disputed:
+        assert majority_prefill(view.answers.values(), questions) == {
+            "genre": None,
+            "about_ca_system": None,
+        }

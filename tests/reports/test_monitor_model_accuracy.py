@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from labeling.reports.monitor import model_accuracy as mm
+from labeling.stats import overlap
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -37,5 +38,5 @@ def test_both_ways_of_counting_agree(seed: int, monkeypatch: pytest.MonkeyPatch)
         }
     )
     marked = mm.shared_works(long)
-    monkeypatch.setattr(mm, "MARK_CELLS", 0)  # too many cells: sorted pairs instead
+    monkeypatch.setattr(overlap, "MARK_CELLS", 0)  # too many cells: sorted pairs instead
     assert mm.shared_works(long) == marked

@@ -13,6 +13,7 @@ from labeling.settings import DEFAULT_SCHEMA
 
 SCHEMA = load_schema(DEFAULT_SCHEMA)
 CATS, SYSTEM, DOMAIN = (SCHEMA.question(n) for n in ("categories", "about_ca_system", "domain"))
+SETS = [lab for lab in CATS.labels if lab in {"Open science", "Bibliometrics"}]  # schema order
 
 
 @pytest.mark.parametrize(
@@ -20,7 +21,10 @@ CATS, SYSTEM, DOMAIN = (SCHEMA.question(n) for n in ("categories", "about_ca_sys
     [
         ([["Open science"], ["Open science"]], ["Open science"]),
         ([["Open science"], ["Bibliometrics"]], None),  # no label has a majority: no majority
-        ([["Open science", "Bibliometrics"], ["Open science"]], ["Open science"]),
+        # Sets compared whole (as the majority rule does): two different sets are a tie,
+        # even if every annotator chose "Open science".
+        ([["Open science", "Bibliometrics"], ["Open science"]], None),
+        ([["Bibliometrics", "Open science"], ["Open science", "Bibliometrics"]], SETS),
         ([[], []], []),  # both said none: the majority answer is none
         ([[], ["Open science"]], None),  # one none, one label: no majority, never "none"
         ([[], [], ["Open science"]], []),

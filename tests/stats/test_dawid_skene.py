@@ -221,8 +221,9 @@ def test_majority_gives_vote_shares_and_agreement_with_the_majority() -> None:
     report = aggregate(long, QUESTIONS, "majority")
     w1, w2 = report["works"]
     assert w1["answers"]["design"] == "a" and w1["posteriors"]["design"] == pytest.approx(2 / 3)
-    assert w2["answers"]["design"] == "b" and w2["posteriors"]["design"] == 0.5  # tie: first
-    assert w1["answers"]["cats"] == ["a", "b"]  # "b": 1 yes, 1 no, a tie goes to yes
+    # A 1-1 tie has no majority (no tie-break): None with its 0.5 share.
+    assert w2["answers"]["design"] is None and w2["posteriors"]["design"] == 0.5
+    assert w1["answers"]["cats"] is None  # ["a", "b"] against ["a"]: sets, a tie
     assert w1["posteriors"]["cats"] == 0.5 and w1["distributions"]["cats"]["c"] == 0.0
     assert w2["answers"]["about"] == "yes" and w2["posteriors"]["about"] == 1.0
     assert report["questions"]["about"]["n_labels"] == 2
@@ -234,7 +235,8 @@ def test_majority_gives_vote_shares_and_agreement_with_the_majority() -> None:
         "n": 1,
         "confusion": {"a": {"a": 0.0, "b": 1.0, "c": 0.0}, "b": None, "c": None},
     }
-    assert design["annotators"]["ann"]["accuracy"] == 1.0
+    # ann's tied W2 is scored against no answer: n counts the works with a majority.
+    assert design["annotators"]["ann"] == {**design["annotators"]["ann"], "accuracy": 1.0, "n": 1}
     assert w1["n_labels"] == 2  # cats has two labels on W1, design three: the fewest
     json.dumps(report, allow_nan=False)
 

@@ -18,11 +18,11 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from labeling.stats.aggregation import aggregate
 from labeling.stats.dawid_skene import WarmStarts
+from labeling.stats.overlap import shared_works, too_few_for_model
 
 # At most this many EM rounds (the CLI: 500). Annotator accuracies settle long before the
 # last posteriors do: on a simulated 20,000-work campaign (10 annotators, 2 labels a work, two
@@ -34,8 +34,6 @@ MAX_ITER = 100
 # rounds) a view after a new label cost 0.6 s with 100 rounds from majority shares.
 WARM_ROUNDS = 10
 CACHE_SIZE = 8  # campaigns whose fits are kept per process
-MARK_CELLS = 20_000_000  # works x annotators above this: sorted pairs, not a mark per cell
-MIN_SHARED_WORKS = 10  # works with >= 2 labels: fewer, and a confusion matrix is mostly prior
 COLUMNS = ["annotator", "model_accuracy", "model_n", "gold", "gold_lo", "gold_hi", "gold_n"]
 
 
@@ -59,21 +57,6 @@ def clear() -> None:
         _WARM.clear()
 
 
-def shared_works(long: pd.DataFrame) -> int:
-    """Works that two or more annotators labelled (on any question)."""
-    if long.empty:
-        return 0
-    work, works = pd.factorize(long["work_id"])  # a categorical factorizes from its codes
-    who, names = pd.factorize(long["annotator"])
-    width = max(len(names), 1)
-    if len(works) * width > MARK_CELLS:
-        pairs = np.unique(work.astype(np.int64) * width + who)
-        return int((np.bincount(pairs // width) >= 2).sum())
-    marked = np.zeros(len(works) * width, dtype=bool)
-    marked[work.astype(np.int64) * width + who] = True
-    return int((marked.reshape(len(works), width).sum(axis=1) >= 2).sum())
-
-
 def model_fit(
     long: pd.DataFrame, questions: Sequence[Any], warm: WarmStarts | None = None
 ) -> tuple[pd.DataFrame | None, str]:
@@ -86,13 +69,9 @@ def model_fit(
         warm: the fits of the last view to continue from (warm_starts), updated in place;
             None: MAX_ITER rounds from majority shares.
     """
-    shared = shared_works(long)
-    if shared < MIN_SHARED_WORKS:
-        return None, (
-            f"Too few shared labels for the model: {shared} work(s) have two or more labels, "
-            f"Dawid-Skene needs at least {MIN_SHARED_WORKS} (it learns each annotator from "
-            "their overlap with the others)."
-        )
+    too_few = too_few_for_model(shared_works(long))
+    if too_few is not None:
+        return None, too_few
     report = aggregate(
         long, questions, "dawid-skene", with_works=False, max_iter=MAX_ITER, warm=warm
     )
