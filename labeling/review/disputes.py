@@ -10,10 +10,9 @@ import pandas as pd
 from sqlalchemy import Engine, func, select, update
 
 from db.engine import affected_rows, read_session, write_session
-from db.models import Campaign, CampaignItem, Label, User, Work, utcnow
+from db.models import CampaignItem, Label, User, Work, utcnow
 from labeling.inputs import shown, storable
-from labeling.review.validation import LEAD_ROLES, ValidationError, rule_campaign
-from labeling.review.verdicts import open_disputes
+from labeling.review.validation import LEAD_ROLES, ValidationError
 from labeling.schema import Question
 from labeling.stats.majority import NO_MAJORITY, majority
 from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
@@ -32,12 +31,6 @@ class DisputeView:
     annotators: tuple[str, ...]
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # annotator -> answers
     skipped: tuple[str, ...] = ()
-    # A dispute across campaigns: "validated (how)" and "campaign NAME" verdicts first in
-    # `answers` (the prefill weighs these two only), then each campaign's labels as
-    # "NAME: annotator"; `note` says what is disputed.
-    across: bool = False
-    note: str | None = None
-    weighed: tuple[str, ...] = ()
 
     @property
     def n_labels(self) -> int:
@@ -155,8 +148,7 @@ def _latest_labels(campaign_id: int | None, work_ids: Sequence[str]) -> Any:
 
 
 def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeView]:
-    """Every disputed work with each annotator's current answers (names: for leads only),
-    then the validated works with a dispute across campaigns open (cross_disputed_works).
+    """Every disputed work with each annotator's current answers (names: for leads only).
 
     Args:
         engine: the database.
@@ -196,73 +188,6 @@ def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeV
                 annotators=tuple(r.name for r in rows),
                 answers={r.name: dict(r.answers) for r in rows if not r.skipped},
                 skipped=tuple(r.name for r in rows if r.skipped),
-            )
-        )
-    return out + cross_disputed_works(engine, campaign)
-
-
-def cross_disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeView]:
-    """Validated works whose validated answers another campaign's verdict disputes.
-
-    Each is shown with the validated answers and the other campaign's verdict side by side,
-    then the current labels behind each (the validating campaign's and the other's).
-
-    Args:
-        engine: the database.
-        campaign: only disputes raised by this campaign's verdicts (None: all).
-    """
-    with read_session(engine) as session:
-        rows = open_disputes(session)
-        if campaign is not None:
-            rows = [r for r in rows if r.campaign_id == campaign]
-        if not rows:
-            return []
-        ids = sorted({r.work_id for r in rows})
-        works = {
-            w.id: w
-            for w in session.execute(
-                select(
-                    Work.id, Work.title, Work.record, Work.final_answers, Work.validated_via
-                ).where(Work.id.in_(ids), Work.status == STATUS_VALIDATED)
-            )
-        }
-        names = dict(session.execute(select(Campaign.id, Campaign.name)).all())
-        labels = session.execute(_latest_labels(None, ids)).all()
-    out = []
-    for row in rows:
-        w = works.get(row.work_id)
-        if w is None:
-            continue
-        via = w.validated_via or "?"
-        owner_id = rule_campaign(w.validated_via)
-        mine = f"campaign {names.get(row.campaign_id, row.campaign_id)}"
-        answers: dict[str, dict[str, Any]] = {
-            f"validated ({via})": dict(w.final_answers or {}),
-            mine: dict(row.answers),
-        }
-        skipped = []
-        for lab in labels:
-            if lab.work_id != w.id or lab.campaign_id not in (row.campaign_id, owner_id):
-                continue
-            who = f"{names.get(lab.campaign_id, lab.campaign_id)}: {lab.name}"
-            if lab.skipped:
-                skipped.append(who)
-            else:
-                answers[who] = dict(lab.answers)
-        differ = ", ".join(row.differing or [])
-        out.append(
-            DisputeView(
-                work_id=w.id,
-                campaign_id=row.campaign_id,
-                title=w.title or "(no title)",
-                record=dict(w.record or {}),
-                annotators=tuple(answers),
-                answers=answers,
-                skipped=tuple(skipped),
-                across=True,
-                note=f"validated ({via}), but the verdict of {mine} differs on {differ}: "
-                "adjudicating settles it (the other questions keep their validated answers)",
-                weighed=(f"validated ({via})", mine),
             )
         )
     return out
