@@ -3,9 +3,9 @@
 Dawid-Skene learns each annotator's confusion matrix from how their labels line up with the
 others' on shared works. With few shared works a confusion matrix is mostly its prior, and EM
 can then settle on a near-certain posterior for an answer no annotator gave on that work (a
-9-work campaign of two annotators: 0.99 for a genre neither chose). Below MIN_SHARED_WORKS works with
-two labels or more, the Monitor and `labeling aggregate` therefore show no model numbers at
-all, only this module's sentence and the plain counts of the answers given.
+9-work campaign of two annotators: 0.99 for a genre neither chose). Below MIN_SHARED_WORKS
+works with two labels or more, the Monitor and `labeling aggregate` therefore show no model
+numbers at all, only this module's sentence and the plain counts of the answers given.
 """
 
 from __future__ import annotations
