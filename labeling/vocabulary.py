@@ -36,5 +36,12 @@ ACT_MODEL = "model"  # `labeling aggregate --validate`
 ACT_GOLD = "gold"  # a lead marks or unmarks a validated work as gold
 ACT_CORROBORATION = "corroboration"  # another campaign's verdict agrees; answers unchanged
 ACT_CROSS_DISPUTE = "cross_dispute"  # another campaign's verdict differs; answers unchanged
-ACTS = (ACT_RULE, ACT_ADJUDICATION, ACT_REOPEN, ACT_MODEL, ACT_GOLD, ACT_CORROBORATION,
-        ACT_CROSS_DISPUTE)  # fmt: skip
+ACTS = (
+    ACT_RULE,
+    ACT_ADJUDICATION,
+    ACT_REOPEN,
+    ACT_MODEL,
+    ACT_GOLD,
+    ACT_CORROBORATION,
+    ACT_CROSS_DISPUTE,
+)

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_LINES = 450
+# The developers' guide's figure: a module past it is a sign to split it by meaning (a guide
+# for a reader, not a wall to split files by size for).
+MAX_LINES = 800
 
 
 def _imports(path: Path) -> set[str]:
@@ -61,7 +63,7 @@ def test_the_vocabulary_is_a_leaf() -> None:
     _files("labeling", "db", "pages", "ui", "app.py"),
     ids=lambda p: p.relative_to(ROOT).as_posix(),
 )
-def test_no_module_is_over_450_lines(path: Path) -> None:
+def test_no_module_is_over_800_lines(path: Path) -> None:
     n = len(path.read_text(encoding="utf-8").splitlines())
     assert n <= MAX_LINES, f"{path.relative_to(ROOT)}: {n} lines"
 

@@ -16,6 +16,7 @@ from labeling.cli import (
     campaigns,
     export,
     frames,
+    history,
     labels,
     sso,
     stats,
@@ -46,5 +47,17 @@ def init(obj: Context) -> None:
     click.echo(f"database {url} at revision {current_revision(engine)}")
 
 
-for _group in (frames, labels, users, campaigns, abstracts, stats, aggregate, export, backup, sso):
+for _group in (
+    frames,
+    labels,
+    users,
+    campaigns,
+    abstracts,
+    stats,
+    aggregate,
+    export,
+    backup,
+    sso,
+    history,
+):
     _group.register(main)

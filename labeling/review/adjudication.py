@@ -17,7 +17,13 @@ from labeling.abstracts.cache import AbstractState
 from labeling.review import disputes
 from labeling.review.campaigns import CampaignInfo, list_campaigns
 from labeling.review.flow import abstract_of
-from labeling.review.validation import AnswerError, ValidationError, adjudicate, campaign_questions
+from labeling.review.validation import (
+    AlreadySettled,
+    AnswerError,
+    ValidationError,
+    adjudicate,
+    campaign_questions,
+)
 from labeling.schema import Question, Schema
 from labeling.settings import Settings
 from labeling.stats.majority import NO_MAJORITY
@@ -58,11 +64,18 @@ def majority_prefill(
     return disputes.majority_answers(answers, questions)
 
 
+def prefill_for(view: disputes.DisputeView, questions: Sequence[Question]) -> dict[str, Any]:
+    """A dispute's prefill: the majority of its labels, or across campaigns of its two verdicts
+    (so a question where they differ starts with "no majority": the lead must choose)."""
+    weighed = [view.answers[k] for k in view.weighed] if view.weighed else view.answers.values()
+    return majority_prefill(weighed, questions)
+
+
 def side_by_side(view: disputes.DisputeView, questions: Sequence[Question]) -> list[dict]:
     """Per question: each annotator's answer, whether they differ, and the majority (text)."""
     names = [q.name for q in questions]
     differ = set(disputes.disagreeing(view.answers, names))
-    majority = majority_prefill(view.answers.values(), questions)
+    majority = prefill_for(view, questions)
     return [
         {
             "question": q.name,
@@ -136,6 +149,9 @@ def _adjudicate(
         adjudicate(
             engine, view.work_id, answers, reason, screen.user_id, view.campaign_id, schema=schema
         )
+    except AlreadySettled as exc:
+        screen.message = ("warning", f"Not adjudicated: {exc}.")
+        return False
     except (AnswerError, ValidationError) as exc:
         screen.message = ("error", f"Not adjudicated: {exc}")
         return False

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Engine, func, select, update
+from sqlalchemy import Engine, func, select
 
-from db.engine import affected_rows, read_session, write_session
-from db.models import CampaignItem, Label, User, Work, utcnow
+from db.engine import read_session, write_session
+from db.models import Campaign, CampaignItem, Label, User, Work
 from labeling.inputs import shown, storable
-from labeling.review.validation import LEAD_ROLES, ValidationError
+from labeling.review.history import WorkState, set_state
+from labeling.review.validation import LEAD_ROLES, ValidationError, rule_campaign
+from labeling.review.verdicts import open_disputes
 from labeling.schema import Question
 from labeling.stats.majority import NO_MAJORITY, majority
-from labeling.vocabulary import STATUS_DISPUTED, STATUS_VALIDATED
+from labeling.vocabulary import ACT_GOLD, STATUS_DISPUTED, STATUS_VALIDATED
 
 NO_ANSWER = "—"
 
@@ -31,6 +33,12 @@ class DisputeView:
     annotators: tuple[str, ...]
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # annotator -> answers
     skipped: tuple[str, ...] = ()
+    # A dispute across campaigns: "validated (how)" and "campaign NAME" verdicts first in
+    # `answers` (the prefill weighs these two only), then each campaign's labels as
+    # "NAME: annotator"; `note` says what is disputed.
+    across: bool = False
+    note: str | None = None
+    weighed: tuple[str, ...] = ()
 
     @property
     def n_labels(self) -> int:
@@ -148,7 +156,8 @@ def _latest_labels(campaign_id: int | None, work_ids: Sequence[str]) -> Any:
 
 
 def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeView]:
-    """Every disputed work with each annotator's current answers (names: for leads only).
+    """Every disputed work with each annotator's current answers (names: for leads only),
+    then the validated works with a dispute across campaigns open (cross_disputed_works).
 
     Args:
         engine: the database.
@@ -188,6 +197,73 @@ def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeV
                 annotators=tuple(r.name for r in rows),
                 answers={r.name: dict(r.answers) for r in rows if not r.skipped},
                 skipped=tuple(r.name for r in rows if r.skipped),
+            )
+        )
+    return out + cross_disputed_works(engine, campaign)
+
+
+def cross_disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeView]:
+    """Validated works whose validated answers another campaign's verdict disputes.
+
+    Each is shown with the validated answers and the other campaign's verdict side by side,
+    then the current labels behind each (the validating campaign's and the other's).
+
+    Args:
+        engine: the database.
+        campaign: only disputes raised by this campaign's verdicts (None: all).
+    """
+    with read_session(engine) as session:
+        rows = open_disputes(session)
+        if campaign is not None:
+            rows = [r for r in rows if r.campaign_id == campaign]
+        if not rows:
+            return []
+        ids = sorted({r.work_id for r in rows})
+        works = {
+            w.id: w
+            for w in session.execute(
+                select(
+                    Work.id, Work.title, Work.record, Work.final_answers, Work.validated_via
+                ).where(Work.id.in_(ids), Work.status == STATUS_VALIDATED)
+            )
+        }
+        names = dict(session.execute(select(Campaign.id, Campaign.name)).all())
+        labels = session.execute(_latest_labels(None, ids)).all()
+    out = []
+    for row in rows:
+        w = works.get(row.work_id)
+        if w is None:
+            continue
+        via = w.validated_via or "?"
+        owner_id = rule_campaign(w.validated_via)
+        mine = f"campaign {names.get(row.campaign_id, row.campaign_id)}"
+        answers: dict[str, dict[str, Any]] = {
+            f"validated ({via})": dict(w.final_answers or {}),
+            mine: dict(row.answers),
+        }
+        skipped = []
+        for lab in labels:
+            if lab.work_id != w.id or lab.campaign_id not in (row.campaign_id, owner_id):
+                continue
+            who = f"{names.get(lab.campaign_id, lab.campaign_id)}: {lab.name}"
+            if lab.skipped:
+                skipped.append(who)
+            else:
+                answers[who] = dict(lab.answers)
+        differ = ", ".join(row.differing or [])
+        out.append(
+            DisputeView(
+                work_id=w.id,
+                campaign_id=row.campaign_id,
+                title=w.title or "(no title)",
+                record=dict(w.record or {}),
+                annotators=tuple(answers),
+                answers=answers,
+                skipped=tuple(skipped),
+                across=True,
+                note=f"validated ({via}), but the verdict of {mine} differs on {differ}: "
+                "adjudicating settles it (the other questions keep their validated answers)",
+                weighed=(f"validated ({via})", mine),
             )
         )
     return out
@@ -243,26 +319,37 @@ def _set_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int, gold: 
         lead = session.get(User, lead_user_id)
         if lead is None or lead.role not in LEAD_ROLES:
             raise ValidationError("only leads can mark or unmark gold works")
-        found = dict(
-            session.execute(
-                select(Work.id, Work.status).where(Work.id.in_([w for w in ids if storable(w)]))
-            ).all()
-        )
+        rows = session.execute(
+            select(Work.id, Work.status, Work.final_answers, Work.validated_via, Work.is_gold)
+            .where(Work.id.in_([w for w in ids if storable(w)]))
+            .with_for_update()
+        ).all()
+        found = {row.id: WorkState.of(row) for row in rows}
         unknown = [w for w in ids if w not in found]
         if unknown:
             raise ValidationError(f"unknown work {', '.join(shown(w) for w in unknown)}")
         if gold:
-            open_ = [w for w in ids if found[w] != STATUS_VALIDATED]
+            open_ = [w for w in ids if found[w].status != STATUS_VALIDATED]
             if open_:
                 raise ValidationError(
                     f"only validated works can become gold; not validated: {', '.join(open_)}"
                 )
-        result = session.execute(
-            update(Work)
-            .where(Work.id.in_(ids), Work.is_gold != gold)
-            .values(is_gold=gold, updated_at=utcnow())
-        )
-        return affected_rows(result)
+        changed = 0
+        for wid in ids:
+            before = found[wid]
+            reason = f"{'marked' if gold else 'unmarked'} as gold by {lead.name}"
+            after = replace(before, is_gold=gold)
+            changed += set_state(
+                session.connection(),
+                wid,
+                before,
+                after,
+                act=ACT_GOLD,
+                reason=reason,
+                campaign_id=None,
+                user_id=lead.id,
+            )
+        return changed
 
 
 def mark_gold(engine: Engine, work_ids: Sequence[str], lead_user_id: int) -> int:

@@ -27,6 +27,7 @@ from sqlalchemy import Engine, select
 
 from db.engine import write_session
 from db.models import Work
+from labeling.review.history import WorkState
 from labeling.review.validation import (
     MODEL_RULE,
     MODEL_VIA,
@@ -37,7 +38,7 @@ from labeling.review.validation import (
     rule_parts,
 )
 from labeling.schema import Schema
-from labeling.vocabulary import STATUS_DISPUTED, STATUS_IN_REVIEW, STATUS_VALIDATED
+from labeling.vocabulary import ACT_MODEL, STATUS_DISPUTED, STATUS_IN_REVIEW, STATUS_VALIDATED
 
 COUNTED = {
     STATUS_VALIDATED: "validated",
@@ -118,7 +119,7 @@ def apply_model_rule(
         current = {}
         for chunk in _chunks(ids):
             query = (
-                select(Work.id, Work.status, Work.validated_via, Work.final_answers)
+                select(Work.id, Work.status, Work.validated_via, Work.final_answers, Work.is_gold)
                 .where(Work.id.in_(chunk))
                 .order_by(Work.id)
                 .with_for_update()
@@ -144,11 +145,12 @@ def apply_model_rule(
             _set_status(
                 session,
                 wid,
-                row.status,
+                WorkState.of(row),
                 verdict,
                 via=via,
                 campaign_id=campaign.id,
                 user_id=None,
+                act=ACT_MODEL,
                 always_event=True,
             )
     return out

@@ -30,6 +30,7 @@ from db.models import Campaign, CampaignItem, Label, Lease, UTCDateTime, Work, u
 from labeling.errors import Conflict
 from labeling.retrying import retry_now
 from labeling.review.campaigns import add_items
+from labeling.vocabulary import STATUS_VALIDATED
 
 CLAIM_ATTEMPTS = 8
 GOLD_CANDIDATES = 50
@@ -150,6 +151,8 @@ def _candidates_query() -> Select:
         Label.work_id == CampaignItem.work_id,
         Label.user_id == bindparam("uid"),
     )
+    # A gold check whose work was reopened has no gold answer to score against.
+    gold_open = exists().where(Work.id == CampaignItem.work_id, Work.status != STATUS_VALIDATED)
     return (
         select(CampaignItem.work_id, CampaignItem.position, CampaignItem.is_gold)
         .where(
@@ -158,6 +161,7 @@ def _candidates_query() -> Select:
             CampaignItem.n_labels < bindparam("overlap"),
             ~leased,
             ~seen,
+            ~(CampaignItem.is_gold & gold_open),
         )
         .order_by(CampaignItem.position)
     )
@@ -189,7 +193,8 @@ def _gold_choice(
     ids = (
         session.execute(
             select(Work.id)
-            .where(Work.is_gold == true(), ~leased, ~seen)
+            # A reopened gold work is no gold check until it is validated again.
+            .where(Work.is_gold == true(), Work.status == STATUS_VALIDATED, ~leased, ~seen)
             .order_by(Work.id)
             .limit(GOLD_CANDIDATES)
         )

@@ -12,7 +12,7 @@ _ANSWERS = (
     .order_by(Label.user_id, Label.version)
 )
 _LOCK_WORK = (
-    select(Work.status, Work.validated_via, Work.final_answers)
+    select(Work.status, Work.validated_via, Work.final_answers, Work.is_gold)
     .where(Work.id == bindparam("wid"))
     .with_for_update()
 )
@@ -23,6 +23,7 @@ _SET_STATUS = (
         status=bindparam("st"),
         final_answers=bindparam("fa", type_=JSON(none_as_null=True)),
         validated_via=bindparam("via"),
+        is_gold=bindparam("gold"),
         updated_at=bindparam("ts", type_=UTCDateTime()),
     )
 )

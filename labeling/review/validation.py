@@ -8,16 +8,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, insert, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from db.engine import write_session
-from db.models import Adjudication, Campaign, Label, StatusEvent, User, Work, utcnow
-from labeling.errors import InputError
+from db.models import Adjudication, Campaign, CampaignItem, Label, StatusEvent, User, utcnow
+from labeling.errors import Conflict, InputError
 from labeling.inputs import shown, storable
-from labeling.review.status_sql import _ANSWERS, _LOCK_WORK, _SET_STATUS
+from labeling.review.history import WorkState, set_state
+from labeling.review.status_sql import _ANSWERS, _LOCK_WORK
+from labeling.review.verdicts import open_disputes, record_verdict, settle
 from labeling.schema import BINARY_LABELS, Question, Schema
+from labeling.stats.majority import majority
 from labeling.vocabulary import (
+    ACT_ADJUDICATION,
+    ACT_REOPEN,
+    ACT_RULE,
     STATUS_DISPUTED,
     STATUS_IN_REVIEW,
     STATUS_UNVALIDATED,
@@ -39,6 +45,10 @@ class AnswerError(InputError):
 
 class ValidationError(InputError):
     """An adjudication or reopen that cannot be done (unknown work, not a lead, ...)."""
+
+
+class AlreadySettled(Conflict, ValidationError):
+    """Another lead (or a label) changed the work first; the message says who and when."""
 
 
 @dataclass(frozen=True)
@@ -171,8 +181,9 @@ def evaluate(
             elif counts:
                 final[name] = _unkey(q, counts[0][0])
         else:
-            if counts and 2 * counts[0][1] > len(values):
-                final[name] = _unkey(q, counts[0][0])
+            found = majority(values)  # the one definition: strictly more than half, no tie-break
+            if found is not None:
+                final[name] = _unkey(q, found)
             elif values:
                 disagree.append(name)
     n = len(labels)
@@ -206,92 +217,138 @@ def current_answers(session: Session, campaign_id: int, work_id: str) -> list[di
 def _set_status(
     session: Session,
     work_id: str,
-    old_status: str,
+    before: WorkState,
     verdict: Verdict,
     *,
     via: str | None,
     campaign_id: int | None,
     user_id: int | None,
+    act: str,
     always_event: bool = False,
-) -> None:
-    """Write a work's status and final answers, with a StatusEvent when it changes."""
-    now = utcnow()
-    conn = session.connection()
-    conn.execute(
-        _SET_STATUS,
-        {"wid": work_id, "st": verdict.status, "fa": verdict.final_answers, "via": via, "ts": now},
+) -> bool:
+    """Write a work's status and final answers, with a StatusEvent when anything changes."""
+    after = WorkState(verdict.status, verdict.final_answers, via, before.is_gold)
+    return set_state(
+        session.connection(),
+        work_id,
+        before,
+        after,
+        act=act,
+        reason=verdict.reason,
+        campaign_id=campaign_id,
+        user_id=user_id,
+        always_event=always_event,
     )
-    if always_event or verdict.status != old_status:
-        conn.execute(
-            insert(StatusEvent),
-            {
-                "work_id": work_id,
-                "campaign_id": campaign_id,
-                "user_id": user_id,
-                "from_status": old_status,
-                "to_status": verdict.status,
-                "reason": verdict.reason,
-                "created_at": now,
-            },
-        )
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What a change of a campaign's labels did to a work (review.validation.reevaluate_work).
+
+    status: the work's status afterwards; verdict: the campaign's verdict under its rule;
+    cross: "corroborated" or "disputed" when the campaign's verdict on a work validated
+    elsewhere was recorded now (the work's answers unchanged), else None.
+    """
+
+    status: str
+    verdict: Verdict
+    cross: str | None = None
+
+
+def rule_campaign(via: str | None) -> int | None:
+    """The campaign a `validated_via` of the form rule:NAME:k=K:cID names (None: another way)."""
+    match = _RULE_VIA.match(via or "")
+    return int(match.group(1)) if match is not None else None
+
+
+def _adjudicated_in(session: Session, work_id: str) -> int | None:
+    """The campaign of the work's latest adjudication (None: none, or none named)."""
+    return session.execute(
+        select(Adjudication.campaign_id)
+        .where(Adjudication.work_id == work_id)
+        .order_by(Adjudication.id.desc())
+        .limit(1)
+    ).scalar()
+
+
+def _gold_check(session: Session, campaign_id: int, work_id: str) -> bool:
+    """Whether the work is served as a gold check in this campaign."""
+    return bool(
+        session.execute(
+            select(CampaignItem.is_gold).where(
+                CampaignItem.campaign_id == campaign_id, CampaignItem.work_id == work_id
+            )
+        ).scalar()
+    )
 
 
 def reevaluate_work(
     session: Session, work_id: str, campaign: Any, schema: Schema, user_id: int | None = None
-) -> Verdict | None:
-    """Re-apply the campaign's rule to a work inside the caller's transaction.
+) -> Settlement:
+    """Re-apply the campaign's rule to a work after its labels there changed (caller's tx).
+
+    The one place where labels change a work's human side (README, "Ground truth"):
+    - a work not yet validated takes the campaign's verdict (validated, disputed, in review);
+    - a work validated under this campaign's rule takes its new verdict: other answers, or
+      disputed when its labels no longer agree, or in review when fewer than k labels remain;
+    - a work validated otherwise (another campaign, an adjudication, the model rule) keeps
+      its answers: this campaign's concluded verdict corroborates them or opens a dispute
+      across campaigns (review.verdicts); labels of an adjudicated dispute's own campaign,
+      and gold checks (scored against the gold answer), change nothing.
 
     Args:
         session: the open write session (the work row is locked on PostgreSQL).
         work_id: the work whose labels changed.
-        campaign: a Campaign row or CampaignInfo (id, rule, overlap, questions).
+        campaign: a Campaign row or CampaignInfo (id, name, rule, overlap, questions).
         schema: the label schema.
         user_id: who caused the change (recorded on the StatusEvent).
 
     Returns:
-        The verdict, or None when the work is left alone (adjudicated, or validated by
-        another campaign and this one has not concluded anything new).
+        The Settlement: the work's status afterwards, the campaign's verdict, and the
+        outcome of a verdict recorded against answers validated elsewhere.
     """
-    work = session.connection().execute(_LOCK_WORK, {"wid": work_id}).one_or_none()
-    if work is None:
+    row = session.connection().execute(_LOCK_WORK, {"wid": work_id}).one_or_none()
+    if row is None:
         raise ValidationError(f"unknown work {work_id}")
-    via_now = work.validated_via or ""
-    if work.status == STATUS_VALIDATED and via_now.startswith(ADJUDICATED_PREFIX):
-        return None
-    labels = current_answers(session, campaign.id, work_id)
+    state = WorkState.of(row)
     questions = campaign_questions(campaign, schema)
+    if _gold_check(session, campaign.id, work_id) and state.is_gold:
+        # A gold check tests the annotator against the gold answer; it never changes it.
+        return Settlement(state.status, Verdict(state.status, None, "gold check"))
+    labels = current_answers(session, campaign.id, work_id)
     verdict = evaluate(labels, questions, campaign.rule, campaign.overlap)
-    match = _RULE_VIA.match(via_now)
-    # The model's verdicts change only in its own step (whichever campaign holds the work).
-    other_campaign = (match is not None and int(match.group(1)) != campaign.id) or (
-        via_now == MODEL_VIA
-    )
-    if (
-        work.status == STATUS_VALIDATED
-        and other_campaign
-        and verdict.status in (STATUS_IN_REVIEW, STATUS_UNVALIDATED)
-    ):
-        return None
+    if state.status == STATUS_VALIDATED and rule_campaign(state.validated_via) != campaign.id:
+        adjudicated = (state.validated_via or "").startswith(ADJUDICATED_PREFIX)
+        if verdict.status != STATUS_VALIDATED or verdict.final_answers is None:
+            return Settlement(state.status, verdict)  # concludes nothing (yet)
+        if adjudicated and _adjudicated_in(session, work_id) == campaign.id:
+            return Settlement(state.status, verdict)  # the lead settled these labels
+        names = [q.name for q in questions]
+        cross = record_verdict(
+            session, work_id, campaign, verdict.final_answers, names, state, user_id
+        )
+        return Settlement(state.status, verdict, cross)
     via = (
         f"rule:{campaign.rule}:k={campaign.overlap}:c{campaign.id}"
         if verdict.status == STATUS_VALIDATED
         else None
     )
-    if (work.status, work.final_answers, work.validated_via) != (
-        verdict.status,
-        verdict.final_answers,
-        via,
-    ):
-        _set_status(
-            session,
-            work_id,
-            work.status,
-            verdict,
-            via=via,
-            campaign_id=campaign.id,
-            user_id=user_id,
-        )
-    return verdict
+    status = verdict.status
+    if state.status == STATUS_VALIDATED and status == STATUS_UNVALIDATED:
+        # Every label of the validating campaign was skipped or withdrawn: held for review.
+        status = STATUS_IN_REVIEW
+        verdict = Verdict(status, None, f"{verdict.reason}: fewer than k={campaign.overlap}")
+    _set_status(
+        session,
+        work_id,
+        state,
+        verdict,
+        via=via,
+        campaign_id=campaign.id,
+        user_id=user_id,
+        act=ACT_RULE,
+    )
+    return Settlement(status, verdict)
 
 
 def _lead(session: Session, user_id: int) -> User:
@@ -310,16 +367,30 @@ def _check_reason(reason: str | None) -> None:
         raise ValidationError("the reason contains a NUL character; remove it and try again")
 
 
-def _locked_work(session: Session, work_id: str) -> Work:
-    """The work row, locked for update; ValidationError when unknown."""
+def _locked_state(session: Session, work_id: str) -> WorkState:
+    """The work's human side, its row locked for update; ValidationError when unknown."""
     if not storable(work_id):  # e.g. a NUL: no work has such an id (PostgreSQL refuses it)
         raise ValidationError(f"unknown work {shown(str(work_id))}")
-    work = session.execute(
-        select(Work).where(Work.id == work_id).with_for_update()
-    ).scalar_one_or_none()
-    if work is None:
+    row = session.connection().execute(_LOCK_WORK, {"wid": work_id}).one_or_none()
+    if row is None:
         raise ValidationError(f"unknown work {work_id}")
-    return work
+    return WorkState.of(row)
+
+
+def _last_act(session: Session, work_id: str) -> str:
+    """Who last changed the work and when, in words ("lead 'ann' at 2026-12-07 10:02 UTC")."""
+    row = session.execute(
+        select(StatusEvent.created_at, StatusEvent.act, User.name)
+        .outerjoin(User, User.id == StatusEvent.user_id)
+        .where(StatusEvent.work_id == work_id)
+        .order_by(StatusEvent.id.desc())
+        .limit(1)
+    ).one_or_none()
+    if row is None:
+        return "someone else"
+    who = f"'{row.name}'" if row.name else "a file import or the model rule"
+    when = row.created_at.strftime("%Y-%m-%d %H:%M:%S UTC") if row.created_at else "?"
+    return f"{who} ({row.act or 'a status change'}) at {when}"
 
 
 def adjudicate(
@@ -334,6 +405,11 @@ def adjudicate(
 ) -> Verdict:
     """Validate a work with a lead's answers, whatever its labels say (one transaction).
 
+    Decided under the work's lock: a work validated meanwhile, with no dispute across
+    campaigns open, is refused (AlreadySettled names who settled it and when), and nothing
+    is stored. A validated work with an open dispute keeps its answers to the questions the
+    lead did not answer; its open disputes are settled.
+
     Args:
         engine: the database.
         work_id: the work to settle.
@@ -344,30 +420,43 @@ def adjudicate(
         schema: the label schema used to check (and normalise) the answers.
     """
     _check_reason(reason)
-    final = dict(answers)
+    given = dict(answers)
     if schema is not None:
-        final = check_answers(answers, schema.questions, require_all=False)
+        given = check_answers(answers, schema.questions, require_all=False)
     with write_session(engine) as session:
         lead = _lead(session, lead_user_id)
-        work = _locked_work(session, work_id)
+        state = _locked_state(session, work_id)
+        open_ = open_disputes(session, [work_id])
+        if state.status == STATUS_VALIDATED and not open_:
+            raise AlreadySettled(
+                f"{work_id} was already settled by {_last_act(session, work_id)} "
+                f"({state.validated_via}): nothing was recorded"
+            )
+        final = dict(state.final_answers or {}) if state.status == STATUS_VALIDATED else {}
+        final.update(given)
+        if schema is not None:
+            final = {q.name: final[q.name] for q in schema.questions if q.name in final}
         session.add(
             Adjudication(
                 work_id=work_id,
                 campaign_id=campaign_id,
                 user_id=lead.id,
-                answers=final,
+                answers=given,
                 reason=reason,
             )
         )
+        session.flush()
+        settle(session, work_id, lead.id, utcnow())
         verdict = Verdict(STATUS_VALIDATED, final, f"adjudicated by {lead.name}: {reason or ''}")
         _set_status(
             session,
             work_id,
-            work.status,
+            state,
             verdict,
             via=f"{ADJUDICATED_PREFIX}{lead.name}"[:64],
             campaign_id=campaign_id,
             user_id=lead.id,
+            act=ACT_ADJUDICATION,
             always_event=True,
         )
     return verdict
@@ -401,6 +490,10 @@ def reopen(
 ) -> Verdict:
     """Take a validated work back to review: disputed if its labels disagree, else in review.
 
+    Decided under the work's lock: a work that is not validated (reopened meanwhile) is
+    refused, naming who changed it last. Its open disputes across campaigns are settled;
+    a gold work keeps its mark but is no gold check until it is validated again.
+
     Args:
         engine: the database.
         work_id: the work to reopen (its labels and adjudications are kept).
@@ -411,7 +504,13 @@ def reopen(
     _check_reason(reason)
     with write_session(engine) as session:
         lead = _lead(session, lead_user_id)
-        work = _locked_work(session, work_id)
+        state = _locked_state(session, work_id)
+        if state.status != STATUS_VALIDATED:
+            raise AlreadySettled(
+                f"{work_id} is {state.status}, not validated (last changed by "
+                f"{_last_act(session, work_id)}): only validated works can be reopened; "
+                "nothing was recorded"
+            )
         campaign = _last_campaign(session, work_id)
         status = STATUS_IN_REVIEW
         detail = "no labels"
@@ -426,15 +525,17 @@ def reopen(
             detail = verdict.reason
             if verdict.status == STATUS_DISPUTED:
                 status = STATUS_DISPUTED
+        settle(session, work_id, lead.id, utcnow())
         result = Verdict(status, None, f"reopened by {lead.name}: {reason or ''} ({detail})")
         _set_status(
             session,
             work_id,
-            work.status,
+            state,
             result,
             via=None,
             campaign_id=campaign.id if campaign is not None else None,
             user_id=lead.id,
+            act=ACT_REOPEN,
             always_event=True,
         )
     return result

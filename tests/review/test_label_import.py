@@ -249,7 +249,8 @@ def test_a_label_with_a_bad_answer_is_rejected_whole(
                          "one of its labels")  # fmt: skip
     assert res.stdout.strip() == (
         f"done: {3 * n + 1} rows, 1 labels imported, 0 already present, {2 * n + 1} rows "
-        "rejected, 1 works added to campaigns, 1 users created, 1 campaigns created"
+        "rejected, 1 works added to campaigns, 1 users created, 1 campaigns created, "
+        "0 validated works corroborated, 0 disputes opened across campaigns"
     )
     assert [(w, u) for _, w, u, *_ in current(engine)] == [("W103", "ann")]
     engine.dispose()

@@ -34,7 +34,8 @@ from tests.factories import add_works
 SCHEMA = load_schema(DEFAULT_SCHEMA)
 DONE = re.compile(r"done: (\d+) rows, (\d+) labels imported, (\d+) already present, (\d+) rows "
                   r"rejected, (\d+) works added to campaigns, (\d+) users created, (\d+) "
-                  r"campaigns created")  # fmt: skip
+                  r"campaigns created, (\d+) validated works corroborated, (\d+) disputes opened "
+                  r"across campaigns")  # fmt: skip
 TABLES = (Label, User, Campaign, CampaignItem)
 COLUMNS = ("work_id", "annotator", "question", "value", "campaign", "version", "created_at",
            "confidence", "note", "time_on_item_ms", "model_version", "scores_visible",
@@ -203,7 +204,7 @@ def test_import_labels_on_anything(
         return
     done = DONE.fullmatch(res.stdout.strip().splitlines()[-1])
     assert done, res.stdout
-    rows, imported, _, rejected, works, users, campaigns = map(int, done.groups())
+    rows, imported, _, rejected, works, users, campaigns, _, _ = map(int, done.groups())
     assert [a - b for a, b in zip(after, before, strict=True)] == [imported, users, campaigns,
                                                                   works]  # fmt: skip
     event(f"labels imported: {min(imported, 2)}+, campaigns created: {min(campaigns, 1)}+")

@@ -24,6 +24,7 @@ from labeling.review.queue import (
     upcoming_work_ids,
 )
 from labeling.schema import Schema
+from labeling.vocabulary import STATUS_VALIDATED
 from tests.factories import add_user, add_works, answers_for, insert_works, work_row
 
 
@@ -180,7 +181,11 @@ def test_gold_mixing(engine: Engine, schema: Schema) -> None:
     """With gold_rate 1 gold works come first, added as gold items, for every annotator."""
     add_works(engine, 4)
     insert_works(
-        engine, [work_row(f"G{i}", score_opus=0.01, score_gpt=0.0, is_gold=True) for i in range(2)]
+        engine,
+        [
+            work_row(f"G{i}", score_opus=0.01, score_gpt=0.0, is_gold=True, status=STATUS_VALIDATED)
+            for i in range(2)
+        ],
     )
     a, b = add_user(engine, "a"), add_user(engine, "b")
     camp = create_campaign(engine, name="c", gold_rate=1.0, filter={"score_max": [0.1, 1]})
@@ -211,7 +216,12 @@ def test_gold_rate_is_a_fraction(engine: Engine, schema: Schema) -> None:
     add_works(engine, 60)
     insert_works(
         engine,
-        [work_row(f"G{i:02d}", score_opus=0.0, score_gpt=0.0, is_gold=True) for i in range(40)],
+        [
+            work_row(
+                f"G{i:02d}", score_opus=0.0, score_gpt=0.0, is_gold=True, status=STATUS_VALIDATED
+            )
+            for i in range(40)
+        ],
     )
     a = add_user(engine, "a")
     camp = create_campaign(engine, name="c", gold_rate=0.25, filter={"score_max": [0.01, 1]})

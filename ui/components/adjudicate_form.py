@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labeling.review.adjudication import NO_MAJORITY, DisputeScreen, majority_prefill, side_by_side
+from labeling.review.adjudication import NO_MAJORITY, DisputeScreen, prefill_for, side_by_side
 from labeling.review.card import build_card
 from labeling.review.flow import question_keys
 from labeling.schema import Schema
@@ -52,7 +52,8 @@ def form_data(screen: DisputeScreen, schema: Schema) -> dict[str, Any]:
         "skipped": list(view.skipped),
         "annotators": list(view.answers),
         "rows": side_by_side(view, questions),
-        "prefill": majority_prefill(view.answers.values(), questions),
+        "prefill": prefill_for(view, questions),
+        "note": view.note,
         "questions": questions_data(questions, keys),
         "card": shown,
         "teachers": teachers_data(card, questions),

@@ -172,6 +172,7 @@ function paintTop() {
     const skipped = d.skipped.length ? ` · skipped by ${d.skipped.join(", ")}` : "";
     add(top, el("span", "af-where", `Disputed work ${d.index + 1} of ${d.total} · ${d.work_id}`
                 + ` · ${d.n_labels} labels${skipped}`));
+    if (d.note) add(top, el("span", "af-note", `Dispute across campaigns: ${d.note}`));
     add(top, button("lf-btn lf-small-btn", "← Previous (K)", () => {
       if (!S.pending) send("move", { step: -1 }); }));
     add(top, button("lf-btn lf-small-btn", "Next (J) →", () => {
