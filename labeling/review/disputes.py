@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from sqlalchemy import Engine, func, select
@@ -202,6 +202,13 @@ def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeV
     return out + cross_disputed_works(engine, campaign)
 
 
+class _OpenDispute(NamedTuple):
+    work_id: str
+    campaign_id: int
+    answers: dict[str, Any]
+    differing: list[str]
+
+
 def cross_disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeView]:
     """Validated works whose validated answers another campaign's verdict disputes.
 
@@ -213,9 +220,11 @@ def cross_disputed_works(engine: Engine, campaign: int | None = None) -> list[Di
         campaign: only disputes raised by this campaign's verdicts (None: all).
     """
     with read_session(engine) as session:
-        rows = open_disputes(session)
-        if campaign is not None:
-            rows = [r for r in rows if r.campaign_id == campaign]
+        rows = [
+            _OpenDispute(r.work_id, r.campaign_id, dict(r.answers), list(r.differing or []))
+            for r in open_disputes(session)
+            if campaign is None or r.campaign_id == campaign
+        ]
         if not rows:
             return []
         ids = sorted({r.work_id for r in rows})
