@@ -23,6 +23,7 @@ from labeling.review.validation import (
     ValidationError,
     adjudicate,
     campaign_questions,
+    last_act,
 )
 from labeling.schema import Question, Schema
 from labeling.settings import Settings
@@ -124,8 +125,8 @@ def _adjudicate(
     if view is None or work_id != view.work_id:
         screen.message = (
             "warning",
-            f"{work_id} is no longer the dispute shown (settled or "
-            "reopened meanwhile): nothing was recorded.",
+            f"{work_id} is no longer the dispute shown: last changed by "
+            f"{last_act(engine, work_id)}; nothing was recorded.",
         )
         return False
     raw = payload.get("answers")

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from db.engine import write_session
+from db.engine import read_session, write_session
 from db.models import Adjudication, Campaign, CampaignItem, Label, StatusEvent, User, utcnow
 from labeling.errors import Conflict, InputError
 from labeling.inputs import shown, storable
@@ -391,6 +391,17 @@ def _last_act(session: Session, work_id: str) -> str:
     who = f"'{row.name}'" if row.name else "a file import or the model rule"
     when = row.created_at.strftime("%Y-%m-%d %H:%M:%S UTC") if row.created_at else "?"
     return f"{who} ({row.act or 'a status change'}) at {when}"
+
+
+def last_act(engine: Engine, work_id: str) -> str:
+    """Who last changed a work's human side and when, in words (for a lead told too late).
+
+    Args:
+        engine: the database.
+        work_id: the work.
+    """
+    with read_session(engine) as session:
+        return _last_act(session, work_id)
 
 
 def adjudicate(

@@ -254,6 +254,44 @@ def test_reopen_and_mark_gold(lead_db: dict[str, Any]) -> None:
     assert "reopened" in plain(at.success[0].value)
 
 
+def test_a_dispute_across_campaigns_and_a_second_lead(
+    lead_db: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Another campaign's differing verdict on a validated work is listed with both verdicts
+    (the prefill leaves the differing questions open); the lead who comes second is told
+    who settled it, and nothing is stored for him."""
+    from labeling.auth.users import add_user as add_account
+    from labeling.review.label_import import import_labels
+
+    engine, schema, wid = lead_db["engine"], lead_db["schema"], lead_db["validated"]
+    before = work(lead_db["url"], wid)
+    other = answers_for(schema, 0) | {"genre": answers_for(schema, 1)["genre"]}
+    path = tmp_path / "second.csv"
+    path.write_text("work_id,annotator,question,value\n" + "".join(
+        f"{wid},carol,{q},{';'.join(v) if isinstance(v, list) else v}\n"
+        for q, v in other.items()), encoding="utf-8")  # fmt: skip
+    assert import_labels(engine, path, schema, campaign="second").disputes_opened == 1
+    assert work(lead_db["url"], wid) == before  # still validated, its answers unchanged
+    add_account(engine, "ruth", "lead", PASSWORD)
+    browser = adjudicator(monkeypatch)
+    at, late = login("lead", "pages/adjudicate.py"), login("ruth", "pages/adjudicate.py")
+    for page in (at, late):
+        browser.send(page, "move", step=-1)  # the last one: the dispute across campaigns
+        data = dispute(page)
+        assert (data["total"], data["work_id"]) == (3, wid)
+    assert "differs on genre" in data["note"]
+    assert data["annotators"][:2] == [f"validated ({before.validated_via})", "campaign second"]
+    assert "second: carol" in data["annotators"]
+    assert data["prefill"]["genre"] is None
+    assert data["prefill"]["domain"] == answers_for(schema, 0)["domain"]
+    browser.send(at, "adjudicate", work_id=wid, answers=other, reason="second is right")
+    assert work(lead_db["url"], wid).final_answers == other
+    browser.send(late, "adjudicate", work_id=wid, answers=answers_for(schema, 0), reason="no")
+    said = dispute(late)["message"]["text"]
+    assert f"{wid} is no longer the dispute shown: last changed by 'lead' (adjudication)" in said
+    assert work(lead_db["url"], wid).final_answers == other
+
+
 # ------------------------------------------------------------------ monitor
 
 

@@ -18,6 +18,7 @@ from sqlalchemy import Engine, func, insert, select
 
 from db.engine import read_session, write_session
 from db.models import Adjudication, CampaignVerdict, Lease, StatusEvent, Work, utcnow
+from labeling.auth.users import get_user
 from labeling.cli.main import main
 from labeling.review.adjudication import DisputeScreen, apply_dispute_action
 from labeling.review.campaigns import create_campaign
@@ -294,3 +295,29 @@ def test_the_second_lead_is_told_and_nothing_is_stored(engine: Engine, schema: S
     reopen(engine, wid, ann, "again", schema=schema)
     with pytest.raises(AlreadySettled, match="'ann' \\(reopen\\)"):
         reopen(engine, wid, bob, "again", schema=schema)
+
+
+def test_an_edit_that_settles_the_dispute_first_wins(engine: Engine, schema: Schema) -> None:
+    """An annotator's edit (B) settles the dispute while a lead has it open: the lead's
+    adjudication is refused, naming who changed it, and nothing is stored."""
+    cid, (wid,) = _disputed(engine, schema, 1)
+    lead = add_user(engine, "ann", "lead")
+    settings = Settings(db_url="sqlite://", openalex_offline=True)
+    screen = DisputeScreen(user_id=lead)
+    apply_dispute_action(engine, screen, None, schema=schema, settings=settings)
+    assert screen.view is not None and screen.view.work_id == wid
+    b = get_user(engine, "b").id  # the second annotator of _disputed
+    edit_label(engine, LabelSubmission(
+        campaign_id=cid, work_id=wid, user_id=b, answers=answers_for(schema, 0),
+        submission_id="b-agrees", schema_hash=schema.hash, scores_visible=True,
+        model_version="m", time_on_item_ms=1), schema=schema)  # fmt: skip
+    assert _work(engine, wid).status == STATUS_VALIDATED
+    with pytest.raises(AlreadySettled, match=r"already settled by 'b' \(rule\)"):
+        adjudicate(engine, wid, answers_for(schema, 1), "late", lead, cid, schema=schema)
+    action = {"type": "adjudicate", "id": "x", "work_id": wid, "reason": "late",
+              "answers": answers_for(schema, 1)}  # fmt: skip
+    apply_dispute_action(engine, screen, action, schema=schema, settings=settings)
+    assert screen.message is not None and "last changed by 'b' (rule)" in screen.message[1]
+    with read_session(engine) as session:
+        assert session.execute(select(func.count()).select_from(Adjudication)).scalar_one() == 0
+    assert _work(engine, wid).final_answers == answers_for(schema, 0)
