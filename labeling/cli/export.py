@@ -100,7 +100,8 @@ def export(obj: Context, fmt: str, out: Path, status: str, campaign: str | None,
     try:
         result = write_gold(engine, plan, out, user_id=user_id)
     except OSError as exc:  # ExportError (exit 2), WorkerError (1): cli/errors.py
-        fail(f"cannot write {out}: {exc.strerror or exc}", EXIT_FAILED)
+        # The file that failed (say, the labels file), named by write_gold; else --out.
+        fail(f"cannot write {exc.filename or out}: {exc.strerror or exc}", EXIT_FAILED)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
         return

@@ -3,7 +3,8 @@
 The data file holds one row per work (see export_rows.wide_columns) ordered by work id, and
 nothing that depends on when it was written; the manifest beside it (PATH.manifest.json)
 holds the creation time, filters, schema hash, counts and the file's sha256. The same
-database state therefore exports byte-identical data files.
+database state therefore exports byte-identical data files. The files of one export are put
+in place all together or not at all (file_set.FileSet).
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-import os
 from collections import Counter
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, cast
@@ -27,7 +27,7 @@ from sqlalchemy import CursorResult, Engine, insert
 from sqlalchemy.exc import SQLAlchemyError
 
 import labeling
-from db.engine import write_session
+from db.engine import is_sqlite, write_session
 from db.models import Export, utcnow
 from labeling.export.csv_cells import FORMULA_START, neutralise, neutralised
 from labeling.export.definitions import (
@@ -38,6 +38,7 @@ from labeling.export.definitions import (
     sample_design,
     status_counts,
 )
+from labeling.export.file_set import FileSet, naming, refuse_database
 from labeling.export.parallel import iter_tables_parallel
 from labeling.export.plan import CHUNK, FORMATS, ExportPlan, plan_export
 from labeling.export.summaries import store as store_summaries
@@ -152,27 +153,36 @@ class _HashingFile:
 class _Writer:
     """Streams tables of a fixed schema into one file of one format."""
 
-    def __init__(self, path: Path, fmt: str, schema: pa.Schema) -> None:
-        """Open a temporary file beside `path` (renamed into place by close)."""
+    def __init__(self, path: Path, fmt: str, schema: pa.Schema, files: FileSet | None = None):
+        """Open the temporary of `path` in the export's set of files (None: a set of its own,
+        put in place by close)."""
         self.path, self.fmt, self.schema = path, fmt, schema
-        self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        self.files = files if files is not None else FileSet(path.parent, [path])
+        self._own = files is None
         self.rows = 0
         self._pq: Any = None
         self._csv: Any = None
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         # Parquet writes its own file (hashed when closed); text formats stream through here.
-        self._fh = self.tmp.open("wb") if fmt != "parquet" else io.BytesIO()
+        self.tmp = self.files.temporary(path)
+        self._fh = self.files.open(path) if fmt != "parquet" else io.BytesIO()
         self._out = _HashingFile(self._fh)
         if fmt == "parquet":
-            self._pq = pq.ParquetWriter(
-                str(self.tmp), schema, compression="zstd", compression_level=3,
-                use_dictionary=True, write_statistics=True, version="2.6",
-                data_page_version="1.0", store_schema=True,
-            )  # fmt: skip
+            with naming(path):
+                self._pq = pq.ParquetWriter(
+                    str(self.tmp), schema, compression="zstd", compression_level=3,
+                    use_dictionary=True, write_statistics=True, version="2.6",
+                    data_page_version="1.0", store_schema=True,
+                )  # fmt: skip
 
     def write(self, table: pa.Table) -> None:
         """Append a table (Parquet: buffered until a row group is full)."""
+        with naming(self.path):
+            self._write(table)
+
+    def _write(self, table: pa.Table) -> None:
+        """Append a table (errors not yet naming the file)."""
         if not table.num_rows:
             return
         self.rows += table.num_rows
@@ -195,7 +205,8 @@ class _Writer:
             return
         if self.fmt == "jsonl":
             self.rows += len(rows)
-            self._out.write(_jsonl(rows))
+            with naming(self.path):
+                self._out.write(_jsonl(rows))
             return
         joined = [{**r, "value": ";".join(r["value"]) if isinstance(r["value"], list)
                    else r["value"]} for r in rows]  # fmt: skip
@@ -215,7 +226,16 @@ class _Writer:
         self._pending_rows = table.num_rows
 
     def close(self) -> str:
-        """Finish the file, move it into place and return its sha256."""
+        """Finish the temporary (in place at once when the set is its own); its sha256."""
+        with naming(self.path):
+            self._close()
+        if self._own:
+            with self.files.replacing():
+                pass
+        return self._out.sha.hexdigest()
+
+    def _close(self) -> None:
+        """Finish the temporary file and its hash."""
         if self.fmt == "csv" and self._csv is None:  # no rows: the header alone
             self._csv = pa_csv.CSVWriter(self._out, csv_ready(self.schema.empty_table()).schema,
                                          write_options=CSV_OPTIONS)  # fmt: skip
@@ -229,20 +249,15 @@ class _Writer:
             with self.tmp.open("rb") as fh:
                 while block := fh.read(1 << 20):
                     self._out.sha.update(block)
-        os.replace(self.tmp, self.path)
-        return self._out.sha.hexdigest()
 
     def abort(self) -> None:
-        """Drop the temporary file after a failure."""
-        try:
-            if self._pq is not None:
-                self._pq.close()
-            if self._csv is not None:
-                self._csv.close()
-        except Exception:  # noqa: BLE001 - already failing; the file is removed anyway
-            pass
-        self._fh.close()
-        self.tmp.unlink(missing_ok=True)
+        """Close the temporary file after a failure (its set removes it)."""
+        # Already failing: the closing writers may fail as well, and the file goes anyway.
+        for close in (self._pq and self._pq.close, self._csv and self._csv.close, self._fh.close):
+            with suppress(Exception):
+                close and close()
+        if self._own:
+            self.files.discard()
 
 
 # ---------------------------------------------------------------- public API
@@ -289,15 +304,22 @@ def write_gold(
     engine: Engine, plan: ExportPlan, out: str | Path, *, user_id: int | None = None
 ) -> ExportResult:
     """Write a planned gold set, its manifest (and the labels file if plan.long), and record
-    the export (user_id: who exported); returns paths, counts and sha256s."""
+    the export (user_id: who exported); returns paths, counts and sha256s. All or nothing
+    (file_set.FileSet): on any failure the previous files stay and an OSError names the file
+    that failed; ExportError, before anything is written, for the database's own files."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fmt = plan.fmt
-    main = _Writer(out, fmt, arrow_schema(list(plan.columns)))
     lpath = long_path(out, fmt) if plan.long else None
-    side = _Writer(lpath, fmt, arrow_schema(LONG_COLUMNS)) if lpath is not None else None
+    mpath = manifest_path(out)
+    targets = [out] + ([lpath] if lpath is not None else []) + [mpath]
+    refuse_database(engine.url.database if is_sqlite(engine) else None, targets)
+    files = FileSet(out.parent, targets)
+    main = side = None
     counts: Counter[str] = Counter()
     try:
+        main = _Writer(out, fmt, arrow_schema(list(plan.columns)), files)
+        if lpath is not None:
+            side = _Writer(lpath, fmt, arrow_schema(LONG_COLUMNS), files)
         # Chunks come from worker processes sharing one snapshot (one process when small).
         with closing(iter_tables_parallel(engine, plan)) as chunks:
             for chunk in chunks:
@@ -310,21 +332,24 @@ def write_gold(
                     _store_summaries(engine, chunk.stale)
         digest = main.close()
         long_digest = side.close() if side is not None else None
+        result = ExportResult(
+            path=str(out), format=fmt, row_count=main.rows, sha256=digest,
+            counts=dict(sorted(counts.items())), manifest_path=str(mpath),
+            long_path=str(lpath) if lpath else None, long_rows=side.rows if side else 0,
+            long_sha256=long_digest,
+        )  # fmt: skip
+        with engine.connect() as conn:
+            design = sample_design(conn, plan.campaign_id, plan.campaign_name)
+        files.write_bytes(mpath, _manifest(result, plan, design, main.tmp.stat().st_size))
+        # The record joins the set: an export that cannot be recorded leaves the old files.
+        with files.replacing():
+            result.export_id = _record(engine, result, plan, user_id)
     except BaseException:
-        main.abort()
-        if side is not None:
-            side.abort()
+        for writer in (main, side):
+            if writer is not None:
+                writer.abort()
+        files.discard()
         raise
-    result = ExportResult(
-        path=str(out), format=fmt, row_count=main.rows, sha256=digest,
-        counts=dict(sorted(counts.items())), manifest_path=str(manifest_path(out)),
-        long_path=str(lpath) if lpath else None, long_rows=side.rows if side else 0,
-        long_sha256=long_digest,
-    )  # fmt: skip
-    with engine.connect() as conn:
-        design = sample_design(conn, plan.campaign_id, plan.campaign_name)
-    _write_manifest(result, plan, design)
-    result.export_id = _record(engine, result, plan, user_id)
     return result
 
 
@@ -337,14 +362,14 @@ def _store_summaries(engine: Engine, summaries: pa.Table) -> None:
         log.warning("label summaries of %d works not stored: %s", summaries.num_rows, exc)
 
 
-def _write_manifest(result: ExportResult, plan: ExportPlan, design: str) -> None:
-    """Write PATH.manifest.json describing the export."""
+def _manifest(result: ExportResult, plan: ExportPlan, design: str, size: int) -> bytes:
+    """The content of PATH.manifest.json describing the export (size: the data file's)."""
     schema, pseudonymize = plan.schema, plan.pseudonymize
     manifest = {
         "tool": "labeling", "tool_version": labeling.__version__,
         "created_at": utcnow().isoformat(timespec="seconds"),
         "file": Path(result.path).name, "format": result.format, "sha256": result.sha256,
-        "bytes": Path(result.path).stat().st_size, "row_count": result.row_count,
+        "bytes": size, "row_count": result.row_count,
         "counts_per_status": result.counts, "filters": plan.filters.as_dict(),
         "schema": {"version": schema.version, "hash": schema.hash, "path": schema.path,
                    "teachers": list(schema.teachers),
@@ -366,10 +391,7 @@ def _write_manifest(result: ExportResult, plan: ExportPlan, design: str) -> None
                "front (import-labels removes exactly that one)" if result.format == "csv"
                else None,
     }  # fmt: skip
-    target = Path(result.manifest_path)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
-    os.replace(tmp, target)
+    return orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def _record(engine: Engine, result: ExportResult, plan: ExportPlan, user_id: int | None) -> int:
