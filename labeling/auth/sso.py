@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 from db.engine import read_session, write_session
 from db.models import SSOIdentity, User, utcnow
 from labeling.auth.login_sessions import create_session
-from labeling.auth.users import MAX_NAME_LENGTH, UserInfo
+from labeling.auth.users import MAX_NAME_LENGTH, UserError, UserInfo, check_new_name
 from labeling.errors import Denied, InputError, NotFound
 from labeling.vocabulary import ROLES
 
@@ -334,6 +334,10 @@ def _create_from_domain(
         rule = session.get(SSOIdentity, rule_id)
         if rule is None:
             raise SSORefused("The rule for your domain was just removed; ask an admin.")
+        try:  # the checks of every new user: a name that renders like another's is refused
+            check_new_name(session, identity.email)
+        except UserError as exc:
+            raise SSORefused(f"Your account cannot be created: {exc}; ask an admin.") from exc
         user = User(name=identity.email, role=role, password_hash=None, active=True,
                     failed_logins=0)  # fmt: skip
         session.add(user)

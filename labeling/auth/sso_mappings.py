@@ -25,7 +25,7 @@ from labeling.auth.sso import (
     normalize_domain,
     normalize_email,
 )
-from labeling.auth.users import UserError, clean_name
+from labeling.auth.users import UserError, check_new_name, clean_name
 from labeling.vocabulary import ROLES
 
 
@@ -58,6 +58,10 @@ def _target_user(session: Session, name: str, role: str | None) -> User:
     if user is None:
         if role is None:
             raise SSOError(f"no user called {name!r}; give a role to create it")
+        try:  # the checks of every new user: a name that renders like another's is refused
+            check_new_name(session, name)
+        except UserError as exc:
+            raise SSOError(str(exc)) from exc
         user = User(name=name, role=role, password_hash=None, active=True, failed_logins=0)
         session.add(user)
         session.flush()

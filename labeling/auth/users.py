@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import secrets
+import threading
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+from icu import SpoofChecker
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -74,6 +79,78 @@ def clean_name(name: str) -> str:
     return cleaned
 
 
+def name_key(name: str) -> str:
+    """The form two names are the same in: NFKC, case-folded, NFKC again (`Lead`, `ｌｅａｄ`: lead).
+
+    Unicode's NFKC_Casefold up to default-ignorable characters, which clean_name refuses as
+    unprintable anyway. NFD and NFC spellings of `josé` get one key.
+    """
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+_spoof_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _spoof_checker() -> SpoofChecker:
+    """ICU's checker, whose skeletons are Unicode TR39's (one per process)."""
+    return SpoofChecker()
+
+
+def _skeleton(text: str) -> str:
+    """The TR39 skeleton of `text`: confusable characters mapped to one prototype."""
+    with _spoof_lock:  # pages call from several threads; PyICU promises no thread safety
+        return str(_spoof_checker().getSkeleton(0, text))
+
+
+def confusion_keys(name: str) -> frozenset[str]:
+    """Strings two names share when they render alike (either is in both sets: a collision).
+
+    The skeleton of the name as typed (`Iead` like `lead`: capital I is confusable with l)
+    and of its name_key (`Lead`, `ｌｅａｄ`, Cyrillic `leаd` like `lead`).
+    """
+    return frozenset((_skeleton(name), _skeleton(name_key(name))))
+
+
+def confusable_with(name: str, others: Iterable[str]) -> str | None:
+    """The first of `others` that `name` could be mistaken for (not counting `name` itself)."""
+    keys = confusion_keys(name)
+    return next((o for o in others if o != name and keys & confusion_keys(o)), None)
+
+
+def name_collisions(names: Iterable[str]) -> dict[str, list[str]]:
+    """For each name that collides with others (see confusable_with), those others, sorted."""
+    by_key: dict[str, set[str]] = {}
+    for name in set(names):
+        for key in confusion_keys(name):
+            by_key.setdefault(key, set()).add(name)
+    out: dict[str, set[str]] = {}
+    for group in by_key.values():
+        for name in group if len(group) > 1 else ():
+            out.setdefault(name, set()).update(group - {name})
+    return {name: sorted(others) for name, others in sorted(out.items())}
+
+
+def check_new_name(session: Session, name: str) -> None:
+    """UserError when `name` is taken or renders like an existing user's name.
+
+    Every path that creates a user calls it in the creating transaction (add_user, SSO
+    mappings and domain sign-ins), so the Adjudicate and Monitor pages never show two
+    people as one. Existing colliding accounts are left alone (`users list` marks them).
+    """
+    names = list(session.scalars(select(User.name)))
+    if name in names:
+        raise UserError(f"a user called {name!r} already exists")
+    other = confusable_with(name, names)
+    if other is not None:
+        # Escapes show what the eye cannot: NFD josé against NFC josé, a Cyrillic а.
+        spelled = "" if (name + other).isascii() else f"; spelled {ascii(name)} and {ascii(other)}"
+        raise UserError(
+            f"user name {name!r} looks like the existing user {other!r} (the same after Unicode "
+            f"normalisation, case folding or confusable characters{spelled}); choose another name"
+        )
+
+
 def _check_role(role: str) -> str:
     """The role, or UserError when it is not one of ROLES."""
     if role not in ROLES:
@@ -118,8 +195,7 @@ def add_user(engine: Engine, name: str, role: str, password: str | None = None) 
     pw_hash = _hasher.hash(_check_password(password)) if password is not None else None
     try:
         with write_session(engine) as session:
-            if session.scalars(select(User.id).where(User.name == name)).first() is not None:
-                raise UserError(f"a user called {name!r} already exists")
+            check_new_name(session, name)
             user = User(name=name, role=role, password_hash=pw_hash, active=True, failed_logins=0)
             session.add(user)
             session.flush()
@@ -262,6 +338,20 @@ def _verify(pw_hash: str | None, password: str) -> bool:
         return False
 
 
+def _sign_in_user(session: Session, name: str) -> User | None:
+    """The user a typed name signs in as: the exact name, else the one with its name_key.
+
+    Two accounts that share a key (made before names were compared so) are signed in by
+    their exact names only: neither is picked for a typed variant.
+    """
+    user = session.scalars(select(User).where(User.name == name)).first()
+    if user is not None:
+        return user
+    key = name_key(name)
+    ids = [i for i, n in session.execute(select(User.id, User.name)).all() if name_key(n) == key]
+    return session.get(User, ids[0]) if len(ids) == 1 else None
+
+
 def authenticate(
     engine: Engine, name: str, password: str, *, now: datetime | None = None
 ) -> UserInfo:
@@ -280,7 +370,7 @@ def authenticate(
     now = _now(now)
     name = name.strip() if storable(name) else ""
     with read_session(engine) as session:
-        user = session.scalars(select(User).where(User.name == name)).first() if name else None
+        user = _sign_in_user(session, name) if name else None
         snapshot = (
             (_info(user), user.password_hash, user.locked_until, user.failed_logins)
             if user

@@ -7,6 +7,7 @@ import sys
 import click
 
 from labeling.cli.context import Context
+from labeling.cli.ranges import count_range
 from labeling.errors import InputError
 
 
@@ -22,7 +23,7 @@ def abstracts() -> None:
 
 @abstracts.command("prefetch")
 @click.option("--campaign", help="Warm the next works of this campaign's queue.")
-@click.option("--limit", type=click.IntRange(1), default=500, show_default=True)
+@click.option("--limit", type=count_range(), default=500, show_default=True)
 @click.option("--ids", help="Comma-separated work ids instead of a campaign.")
 @click.pass_obj
 def abstracts_prefetch(obj: Context, campaign: str | None, limit: int, ids: str | None) -> None:

@@ -7,7 +7,9 @@ import json
 import click
 
 from labeling.cli.context import Context
+from labeling.cli.ranges import MAX_LEASE_MINUTES, SEED, FiniteFloatRange, count_range
 from labeling.errors import InputError
+from labeling.numbers import INT32_MAX
 
 STRATEGIES = ["score_opus", "score_gpt", "score_max", "score_spread", "teacher_disagreement",
               "threshold_uncertainty", "random", "stratified"]  # fmt: skip
@@ -29,7 +31,7 @@ def campaigns() -> None:
 @click.option(
     "--overlap",
     "-k",
-    type=click.IntRange(1),
+    type=count_range(),
     default=1,
     show_default=True,
     help="Independent labels each work needs.",
@@ -37,14 +39,19 @@ def campaigns() -> None:
 @click.option("--blind", is_flag=True, help="Hide machine scores until the label is submitted.")
 @click.option(
     "--assist-rate",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
     help="Show the scores before submit to this share of (work, annotator) assignments, "
     "drawn at random with --seed (the rest see them after submit): measures anchoring "
     "(`labeling anchoring`).",
 )
 @click.option("--questions", help="Comma-separated schema questions to ask (default: all).")
-@click.option("--lease-minutes", type=click.FloatRange(min=0.1), default=15.0, show_default=True)
-@click.option("--sample-size", "-n", type=click.IntRange(1), help="n for random/stratified.")
+@click.option(
+    "--lease-minutes",
+    type=FiniteFloatRange(0.1, MAX_LEASE_MINUTES),
+    default=15.0,
+    show_default=True,
+)
+@click.option("--sample-size", "-n", type=count_range(), help="n for random/stratified.")
 @click.option(
     "--allocation",
     default="proportional",
@@ -52,7 +59,7 @@ def campaigns() -> None:
     help="Stratified: proportional, equal, or a number per stratum.",
 )
 @click.option("--bins", help="Stratified: score_max bin edges, e.g. 0,0.1,0.5,1.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
     "--rule",
     type=click.Choice(["unanimous", "majority", "dawid-skene"]),
@@ -63,10 +70,10 @@ def campaigns() -> None:
 )
 @click.option(
     "--posterior",
-    type=click.FloatRange(0.5, 1, min_open=True),
+    type=FiniteFloatRange(0.5, 1, min_open=True),
     help="The dawid-skene rule's threshold P (default 0.95).",
 )
-@click.option("--gold-rate", type=click.FloatRange(0, 1), default=0.0, show_default=True)
+@click.option("--gold-rate", type=FiniteFloatRange(0, 1), default=0.0, show_default=True)
 @click.option(
     "--filter",
     "filter_json",
@@ -85,9 +92,16 @@ def campaigns_create(obj: Context, name: str, strategy: str, overlap: int, blind
 
     try:
         filt = json.loads(filter_json) if filter_json else None
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
         raise InputError(f"--filter is not valid JSON: {exc}") from exc
-    alloc: str | int = int(allocation) if allocation.isdigit() else allocation
+    alloc: str | int = allocation
+    if allocation.isascii() and allocation.isdigit():
+        # n per stratum; a count, so within the 32-bit range every count here keeps
+        if len(allocation) > 10 or not 1 <= int(allocation) <= INT32_MAX:
+            raise InputError(
+                f"--allocation: {allocation[:20]} per stratum is not in 1..{INT32_MAX}"
+            )
+        alloc = int(allocation)
     try:
         edges = [float(x) for x in bins.split(",")] if bins else None
     except ValueError as exc:

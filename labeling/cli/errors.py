@@ -93,6 +93,11 @@ class LabelingGroup(click.Group):
         """Invoke the subcommand; a domain or database error becomes one line and its code."""
         try:
             return super().invoke(ctx)
+        except click.BadParameter as exc:
+            if isinstance(exc, click.MissingParameter):
+                raise  # with the usage, as click shows it: what to give is the point
+            # A value out of its range (cli/ranges.py) or of the wrong kind: one line, exit 2.
+            fail(exc.format_message(), EXIT_BAD_INPUT)
         except Exception as exc:
             mapped = exit_for(exc, ctx.invoked_subcommand)
             if mapped is None:  # click's own exceptions, and bugs: as click handles them

@@ -10,6 +10,7 @@ import click
 
 from labeling.cli.context import Context
 from labeling.cli.errors import EXIT_FAILED, fail
+from labeling.cli.ranges import PROCESSES
 from labeling.errors import InputError, NotFound
 
 
@@ -64,7 +65,7 @@ def register(main: click.Group) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--processes",
-    type=click.IntRange(min=1),
+    type=PROCESSES,
     help="Worker processes for a large export (default: LABELING_EXPORT_PROCESSES, "
     "else 2; 1 = none, less memory).",
 )

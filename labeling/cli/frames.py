@@ -9,6 +9,8 @@ import click
 
 from labeling.cli.context import Context, echo_json
 from labeling.cli.errors import EXIT_BAD_INPUT, fail
+from labeling.cli.ranges import MAX_PROCESSES, SEED, count_range
+from labeling.errors import InputError
 
 
 def register(main: click.Group) -> None:
@@ -30,13 +32,13 @@ def register(main: click.Group) -> None:
 )
 @click.option(
     "--batch-size",
-    type=click.IntRange(1),
+    type=count_range(),
     default=None,
     help="Records per transaction (default: LABELING_IMPORT_BATCH_SIZE).",
 )
 @click.option(
     "--workers",
-    type=click.IntRange(0),
+    type=count_range(0, MAX_PROCESSES),
     default=None,
     help="Parsing processes (default: 2 for large files).",
 )
@@ -92,16 +94,25 @@ def import_frame_cmd(obj: Context, path: Path, schema_path: str | None, strict: 
 
 
 @click.command()
-@click.option("--reset", is_flag=True, help="Delete the SQLite database first.")
+@click.option(
+    "--reset",
+    is_flag=True,
+    help="Delete the SQLite database first; refused (exit 2) when it holds anything the demo "
+    "did not write.",
+)
+@click.option("--force", is_flag=True, help="With --reset: delete it whatever it holds.")
 @click.pass_obj
-def demo(obj: Context, reset: bool) -> None:
+def demo(obj: Context, reset: bool, force: bool) -> None:
     """Build a demo database: a real sample frame, cached abstracts, one user per role."""
     from labeling.frames.demo import DEMO_PASSWORD, build_demo
 
+    if force and not reset:
+        raise InputError("--force only goes with --reset")
     if reset:
         from labeling.frames.demo import reset_sqlite
 
-        reset_sqlite(obj.settings.database_url)
+        # Before obj.engine, which would migrate (and so change) the file being judged.
+        reset_sqlite(obj.settings.database_url, force=force)
     report = build_demo(obj.engine, obj.schema())
     click.echo(report)
     click.echo(f"demo users (password '{DEMO_PASSWORD}'): annotator, annotator2, lead, "
@@ -109,9 +120,9 @@ def demo(obj: Context, reset: bool) -> None:
 
 
 @click.command()
-@click.option("--n", "n", type=click.IntRange(1), required=True, help="Number of records.")
+@click.option("--n", "n", type=count_range(), required=True, help="Number of records.")
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.pass_obj
 def synth(obj: Context, n: int, out: Path, seed: int) -> None:
     """Write a synthetic seed-shaped frame (deterministic for a seed), for benchmarks."""

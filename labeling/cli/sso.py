@@ -11,6 +11,7 @@ import click
 
 from labeling.cli.context import Context
 from labeling.cli.errors import EXIT_BAD_INPUT, exit_for
+from labeling.cli.ranges import ROW_ID
 from labeling.vocabulary import ROLES
 
 ROLE_CHOICE = click.Choice(list(ROLES))
@@ -101,7 +102,7 @@ def list_cmd(obj: Context, as_json: bool) -> None:
 
 
 @sso.command("remove")
-@click.argument("ids", type=int, nargs=-1, required=True)
+@click.argument("ids", type=ROW_ID, nargs=-1, required=True)
 @click.pass_obj
 def remove(obj: Context, ids: tuple[int, ...]) -> None:
     """Remove mappings by id (see `labeling sso list`); users and labels stay."""

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from labeling.cli.context import Context
+from labeling.cli.ranges import MAX_BOOTSTRAP, SEED, FiniteFloatRange, count_range
 
 
 def register(main: click.Group) -> None:
@@ -22,11 +23,11 @@ def register(main: click.Group) -> None:
 @click.command()
 @click.option("--campaign", help="One campaign (default: every label).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--n-boot", type=click.IntRange(0), default=200, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--n-boot", type=count_range(0, MAX_BOOTSTRAP), default=200, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option(
     "--min-pair-n",
-    type=click.IntRange(2),
+    type=count_range(2),
     default=2,
     show_default=True,
     help="Fewest common works for a pair's Cohen's kappa; pairs sharing fewer are "
@@ -130,7 +131,7 @@ def machines(obj: Context, campaign: str | None, as_json: bool) -> None:
 @click.option("--campaign", required=True, help="A random or stratified sample campaign.")
 @click.option(
     "--half-width",
-    type=click.FloatRange(0, 0.5, min_open=True),
+    type=FiniteFloatRange(0, 0.5, min_open=True),
     required=True,
     help="The wanted half-width of the 95% interval (e.g. 0.03 for +-3 points).",
 )

@@ -43,11 +43,17 @@ def users_add(obj: Context, name: str, role: str, password_stdin: bool) -> None:
 @users.command("list")
 @click.pass_obj
 def users_list(obj: Context) -> None:
-    """List users with role and state."""
-    from labeling.auth.users import list_users
+    """List users with role and state; names that render like another user's are marked."""
+    from labeling.auth.users import list_users, name_collisions
 
-    for u in list_users(obj.engine):
-        click.echo(f"{u.name}\t{u.role}\t{'active' if u.active else 'inactive'}")
+    people = list_users(obj.engine)
+    # Accounts made before names were compared may collide; marked, never locked out.
+    collisions = name_collisions(u.name for u in people)
+    for u in people:
+        line = f"{u.name}\t{u.role}\t{'active' if u.active else 'inactive'}"
+        if u.name in collisions:
+            line += f"\tlooks like: {', '.join(collisions[u.name])}"
+        click.echo(line)
 
 
 @users.command("set-role")

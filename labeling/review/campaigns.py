@@ -16,6 +16,7 @@ from db.engine import read_session, write_session
 from db.models import Campaign, CampaignItem, Label, Lease, Work, utcnow
 from labeling.errors import CampaignError
 from labeling.inputs import row_id, storable
+from labeling.numbers import INT32_MAX, SEED_MAX, whole_in
 from labeling.review.assist import check_rate
 from labeling.review.filters import SCORE_STRATEGIES, filter_clauses, validate_filter
 from labeling.review.sampling import draw_sample, validate_bins
@@ -193,8 +194,14 @@ def create_campaign(
     if strategy not in STRATEGIES:
         known = ", ".join(STRATEGIES)
         raise CampaignError(f"unknown strategy {strategy!r}: expected one of {known}")
-    if isinstance(overlap, bool) or not isinstance(overlap, int) or overlap < 1:
-        raise CampaignError(f"overlap must be a whole number of at least 1, not {overlap!r}")
+    # Whole numbers that reach Integer columns (or a LIMIT) stay within 32 bits, on SQLite as
+    # on PostgreSQL, which would refuse them only at the insert.
+    if not whole_in(overlap, 1, INT32_MAX):
+        raise CampaignError(
+            f"overlap must be a whole number from 1 to {INT32_MAX}, not {overlap!r}"
+        )
+    if not whole_in(seed, 0, SEED_MAX):
+        raise CampaignError(f"seed must be a whole number from 0 to {SEED_MAX}, not {seed!r}")
     rule = stored_rule(rule, posterior)
     try:
         check_rate(assist_rate, blind)
@@ -202,10 +209,10 @@ def create_campaign(
         raise CampaignError(str(exc)) from exc
     if not 0.0 <= float(gold_rate) <= 1.0:
         raise CampaignError("gold_rate must be between 0 and 1")
-    if int(lease_seconds) < 1:
-        raise CampaignError("lease_seconds must be at least 1")
-    if sample_size is not None and (isinstance(sample_size, bool) or int(sample_size) < 1):
-        raise CampaignError("sample_size must be at least 1")
+    if not whole_in(int(lease_seconds), 1, INT32_MAX):
+        raise CampaignError(f"lease_seconds must be from 1 to {INT32_MAX}")
+    if sample_size is not None and not whole_in(sample_size, 1, INT32_MAX):
+        raise CampaignError(f"sample_size must be a whole number from 1 to {INT32_MAX}")
     if strategy == "random" and sample_size is None:
         raise CampaignError("a random sample needs sample_size")
     if strategy == "stratified" and sample_size is None and not isinstance(allocation, int):

@@ -9,6 +9,7 @@ from sqlalchemy import false, func
 
 from db.models import Work
 from labeling.errors import CampaignError
+from labeling.numbers import INT32_MAX, INT32_MIN, finite_float, whole_in
 from labeling.vocabulary import STATUSES
 
 SCORE_STRATEGIES = (
@@ -23,12 +24,19 @@ FILTER_KEYS = ("status", "field", "year_min", "year_max", "routes", *SCORE_STRAT
 
 
 def _number(value: Any, what: str) -> float | None:
-    """A filter bound as a float (None stays None); CampaignError when not a number."""
+    """A filter bound as a float (None stays None); CampaignError when not a finite number."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise CampaignError(f"filter '{what}': {value!r} is not a number")
-    return float(value)
+    number = finite_float(value)
+    if number is None:  # NaN, 1e999 (JSON's infinity) or an int no double holds
+        raise CampaignError(f"filter '{what}': {_short(value)} is not a number (a finite one)")
+    return number
+
+
+def _short(value: Any) -> str:
+    """A value for a message, its middle cut when long (a 5000-digit number)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]}"
 
 
 def validate_filter(filter: dict[str, Any] | None) -> dict[str, Any]:
@@ -59,7 +67,13 @@ def validate_filter(filter: dict[str, Any] | None) -> dict[str, Any]:
             out[key] = list(values)
         elif key in ("year_min", "year_max"):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise CampaignError(f"filter '{key}' must be a whole year, not {value!r}")
+                raise CampaignError(f"filter '{key}' must be a whole year, not {_short(value)}")
+            # works.year is an Integer column: PostgreSQL refuses a bound beyond it.
+            if not whole_in(value, INT32_MIN, INT32_MAX):
+                raise CampaignError(
+                    f"filter '{key}': {_short(value)} is not a year (between {INT32_MIN} and "
+                    f"{INT32_MAX})"
+                )
             out[key] = value
         elif key == "routes":
             if not isinstance(value, dict) or not all(

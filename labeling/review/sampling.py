@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from labeling.errors import CampaignError
+from labeling.numbers import finite_float
 
 DEFAULT_BINS = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 ALLOCATIONS = ("proportional", "equal")
@@ -17,8 +18,8 @@ ALLOCATIONS = ("proportional", "equal")
 def validate_bins(bins: Sequence[float] | None) -> list[float]:
     """Stratum edges: at least two strictly increasing numbers (default DEFAULT_BINS)."""
     edges = list(DEFAULT_BINS if bins is None else bins)
-    if len(edges) < 2 or not all(isinstance(b, int | float) for b in edges):
-        raise CampaignError("bins must be a list of at least two numbers")
+    if len(edges) < 2 or not all(finite_float(b) is not None for b in edges):
+        raise CampaignError("bins must be a list of at least two finite numbers")
     if any(b >= a for a, b in zip(edges[1:], edges[:-1], strict=True)):
         raise CampaignError("bins must be strictly increasing")
     return [float(b) for b in edges]

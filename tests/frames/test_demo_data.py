@@ -234,7 +234,7 @@ def test_reset_deletes_the_database_and_its_journal_files(tmp_path: Path) -> Non
              "other.db"]  # fmt: skip
     for name in names:
         (tmp_path / name).write_bytes(b"x")
-    reset_sqlite(f"sqlite:///{db}")
+    reset_sqlite(f"sqlite:///{db}", force=True)  # b"x" is no database: only --force deletes it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db-writelock", "other.db"]
     with pytest.raises(ValueError, match="only deletes SQLite files"):
         reset_sqlite("postgresql+psycopg://postgres@127.0.0.1:5432/labeling")
