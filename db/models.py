@@ -161,8 +161,12 @@ class Prediction(Base):
     prediction: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     machine_scores: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     imported_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The record_hash of the stored record this was copied from (the revision labels made on
+    # it name), and that whole record; NULL for rows kept before migration 0020.
+    revision: Mapped[str | None] = mapped_column(String(64))
+    record: Mapped[dict[str, Any] | None] = mapped_column(JSONText)
 
-    __table_args__ = (UniqueConstraint("work_id", "model_version"),)
+    __table_args__ = (UniqueConstraint("work_id", "model_version", "revision"),)
 
 
 class User(Base):
@@ -326,6 +330,9 @@ class Label(Base):
     source: Mapped[str] = mapped_column(String(16), nullable=False, default="app")
     submission_id: Mapped[str | None] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The work's record_hash when the label was stored: the revision of the frame record it
+    # was made on (NULL for labels of before migration 0020: unknown).
+    revision: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         # The invariant behind "one label per annotator per work per round": a second

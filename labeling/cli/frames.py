@@ -89,6 +89,7 @@ def import_frame_cmd(obj: Context, path: Path, schema_path: str | None, strict: 
             f"{verdict}: {summary.lines} lines, {summary.inserted} inserted, "
             f"{summary.updated} updated, {summary.unchanged} unchanged, "
             f"{summary.rejected} rejected, {summary.warnings} warnings"
+            + _same_version_note(summary.content_changed_same_version)
         )
     sys.exit(summary.exit_code)
 
@@ -130,3 +131,12 @@ def synth(obj: Context, n: int, out: Path, seed: int) -> None:
 
     written = write_synthetic_frame(out, n, seed=seed, schema=obj.schema())
     click.echo(f"wrote {written} records to {out}")
+
+
+def _same_version_note(n: int) -> str:
+    """The closing line's note on works whose content changed under the same model_version."""
+    if not n:
+        return ""
+    works = "work" if n == 1 else "works"
+    return (f"; {n} {works} changed content under an unchanged model_version "
+            "(the earlier revision kept in predictions)")  # fmt: skip

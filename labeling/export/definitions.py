@@ -15,7 +15,7 @@ from sqlalchemy import Connection, exists, func, select
 
 from db.models import Campaign, CampaignItem, Label, User, Work
 from labeling.errors import InputError
-from labeling.frames.machine_columns import SCORE_COLUMNS, call_columns
+from labeling.frames.machine_columns import SCORE_COLUMNS, SCORE_FROM_WORK, call_columns
 from labeling.inputs import row_id, shown, storable
 from labeling.schema import Question, Schema
 from labeling.vocabulary import STATUS_VALIDATED
@@ -40,6 +40,7 @@ PROVENANCE_COLUMNS = [
     ("model_version", "str"),
     ("model_version_current", "str"),
 ]
+CURRENT = "_current"  # the suffix of the stored record's machine columns (current_columns)
 SAMPLE_COLUMNS = [("sample_campaign", "str"), ("stratum", "str"), ("inclusion_prob", "float"),
                   ("weight", "float")]  # fmt: skip
 LONG_COLUMNS = [
@@ -142,7 +143,15 @@ def wide_columns(schema: Schema, questions: Sequence[Question]) -> list[tuple[st
     cols = list(BASE_COLUMNS)
     cols += [(f"human_{q.name}", answer_kind[q.kind]) for q in questions]
     cols += PROVENANCE_COLUMNS
-    return cols + call_columns(schema, questions) + SCORE_COLUMNS + SAMPLE_COLUMNS
+    machine = call_columns(schema, questions) + SCORE_COLUMNS
+    return cols + machine + current_columns(schema, questions) + SAMPLE_COLUMNS
+
+
+def current_columns(schema: Schema, questions: Sequence[Question]) -> list[tuple[str, str]]:
+    """(name, kind) of the calls and scores of each work's stored record (`<column>_current`),
+    beside those of the revision its labels were made on."""
+    scores = [(c, k) for c, k in SCORE_COLUMNS if c in SCORE_FROM_WORK]
+    return [(f"{c}{CURRENT}", k) for c, k in call_columns(schema, questions) + scores]
 
 
 def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:

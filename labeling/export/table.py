@@ -6,7 +6,9 @@ scores, and one packed text of the columns that repeat across works (status, val
 model version, final answers, stored machine columns), parsed once per distinct value; the
 current labels from a second query (labeling.export.label_columns). Python touches single rows only
 for the rare works whose machine side must come from the full record (stored columns missing
-or computed under another schema) or from `predictions` (labelled under an older version).
+or computed under another schema) or from `predictions` (labelled on an earlier revision of
+the record, or under an older version); the stored record's calls and scores are given
+beside them (`<column>_current`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ import pyarrow.compute as pc
 from sqlalchemy import Connection, Text, cast, select
 
 from db.models import Campaign, CampaignItem, Prediction, User, Work
-from labeling.export.definitions import Pseudonymizer, arrow_schema, validation_fields
+from labeling.export.definitions import (
+    CURRENT,
+    Pseudonymizer,
+    arrow_schema,
+    current_columns,
+    validation_fields,
+)
 from labeling.export.label_columns import by_distinct, current_labels, long_labels
 from labeling.export.plan import ExportPlan
 from labeling.export.summaries import label_columns, stored, summarise
@@ -36,6 +44,7 @@ from labeling.frames.machine_columns import (
     machine_hash,
     machine_plan,
 )
+from labeling.frames.revisions import labelled_revisions
 from labeling.schema import Question, Schema
 from labeling.vocabulary import STATUS_VALIDATED
 
@@ -70,6 +79,7 @@ class _Context:
     schema_arrow: pa.Schema
     human_types: dict[str, pa.DataType]  # columns made once per distinct (status, answers, via)
     machine_types: dict[str, pa.DataType]  # columns made once per distinct works.machine
+    current: list[str]  # the machine columns also given as the stored record's (CURRENT)
 
 
 def iter_tables(
@@ -131,6 +141,7 @@ def _context(conn: Connection, plan: ExportPlan) -> _Context:
         schema, questions, names, campaigns, sample_ids, campaign_id, pseudonymizer, mplan,
         machine_hash(schema),
         wide, {c: wide.field(c).type for c in human}, {c: wide.field(c).type for c in machine},
+        [c.removesuffix(CURRENT) for c, _ in current_columns(schema, questions)],
     )  # fmt: skip
 
 
@@ -152,7 +163,9 @@ def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> Gol
         summaries = summarise(labels, n, len(ctx.schema.questions), ctx.schema.hash)
     label_cols = label_columns(summaries, current, ctx.questions, ctx.schema, ctx.names)
     shown = label_cols["model_version"]
-    _recompute(conn, ctx, ids, machines, hashes, scores, shown, current)
+    _recompute_stale(conn, ctx, ids, machines, hashes, scores)
+    now_machines, now_scores = list(machines), [list(col) for col in scores]
+    replaced = _labelled(conn, ctx, ids, machines, scores, shown, current)
     cols: dict[str, Any] = {"work_id": id_arr, "doi": pa.array(dois, pa.string()),
                             "title": pa.array(titles, pa.string()),
                             "year": pa.array(years, pa.int64()),
@@ -162,6 +175,13 @@ def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> Gol
     cols.update(by_distinct(lambda t: _stored_machine(ctx, t), ctx.machine_types, machines))
     for k, col in enumerate(SCORE_FROM_WORK):
         cols[col] = pa.array(scores[k], pa.float64())
+    # The stored record's calls and scores: the same as above unless a label's was replaced.
+    now = cols
+    if replaced:
+        now = by_distinct(lambda t: _stored_machine(ctx, t), ctx.machine_types, now_machines)
+        now.update((col, pa.array(now_scores[k], pa.float64()))
+                   for k, col in enumerate(SCORE_FROM_WORK))  # fmt: skip
+    cols.update({col + CURRENT: now[col] for col in ctx.current})
     cols.update(_samples(conn, ctx, ids))
     table = pa.table({f.name: cols[f.name] for f in ctx.schema_arrow}, schema=ctx.schema_arrow)
     long = (long_labels(conn, ctx.questions, ctx.campaigns, ctx.names, ctx.campaign_id, ids)
@@ -188,20 +208,16 @@ def _stored_machine(ctx: _Context, text: str | None) -> dict[str, Any]:
             for k, col in enumerate(ctx.plan.stored) if col in ctx.machine_types}  # fmt: skip
 
 
-def _recompute(
+def _recompute_stale(
     conn: Connection,
     ctx: _Context,
     ids: list[str],
     machines: list[str | None],
     hashes: list[str | None],
     scores: list[list],
-    shown: pa.Array,
-    current: pa.Array,
 ) -> None:
     """Rewrite, in place, the machine side of works whose stored columns are missing or from
-    another schema (from their record) or that were labelled under an older model version
-    (from predictions)."""
-    redo: dict[int, Any] = {}  # row -> the record-shaped dict to compute its columns from
+    another schema, from their record."""
     stale = [i for i, (t, h) in enumerate(zip(machines, hashes, strict=True))
              if t is None or h != ctx.plan_hash]  # fmt: skip
     if stale:
@@ -209,14 +225,41 @@ def _recompute(
         records: dict[str, Any] = dict(
             conn.execute(select(Work.id, Work.record).where(Work.id.in_(wanted))).all()
         )
-        redo.update((i, records.get(ids[i])) for i in stale)
+        _rewrite(ctx, {i: records.get(ids[i]) for i in stale}, machines, scores)
+
+
+def _labelled(
+    conn: Connection,
+    ctx: _Context,
+    ids: list[str],
+    machines: list[str | None],
+    scores: list[list],
+    shown: pa.Array,
+    current: pa.Array,
+) -> bool:
+    """Rewrite, in place, the machine side of works whose labels were made on an earlier
+    revision of their record (the latest of them: from predictions, kept with it) or, for
+    labels of before revisions were recorded, under an older model version (from
+    predictions). Whether any was rewritten."""
+    earlier = labelled_revisions(conn, campaign_id=ctx.campaign_id,
+                                 conditions=[Work.id >= ids[0], Work.id <= ids[-1]])  # fmt: skip
+    redo: dict[int, Any] = {}  # row -> the record-shaped dict to compute its columns from
+    redo.update((i, earlier[w][1]) for i, w in enumerate(ids) if w in earlier)
     older = pc.fill_null(pc.not_equal(shown, current), pc.is_valid(shown))
-    older_at = np.flatnonzero(pc.fill_null(older, False).to_numpy(zero_copy_only=False))
-    if len(older_at):
+    flags = pc.fill_null(older, False).to_numpy(zero_copy_only=False)
+    older_at = [int(i) for i in np.flatnonzero(flags) if int(i) not in redo]
+    if older_at:
         versions = shown.to_pylist()
         old = _history(conn, {(ids[i], versions[i]) for i in older_at})
-        redo.update((int(i), old[(ids[i], versions[i])]) for i in older_at
+        redo.update((i, old[(ids[i], versions[i])]) for i in older_at
                     if (ids[i], versions[i]) in old)  # fmt: skip
+    _rewrite(ctx, redo, machines, scores)
+    return bool(redo)
+
+
+def _rewrite(ctx: _Context, redo: dict[int, Any], machines: list[str | None],
+             scores: list[list]) -> None:  # fmt: skip
+    """Rows' machine columns computed from record-shaped dicts {row: record}."""
     for i, record in redo.items():
         columns = ctx.plan.columns(record)
         machines[i] = orjson.dumps([columns[c] for c in ctx.plan.stored]).decode()
@@ -225,7 +268,8 @@ def _recompute(
 
 
 def _history(conn: Connection, wanted: set[tuple[str, str]]) -> dict[tuple[str, str], dict]:
-    """Superseded predictions {(work, model_version): record-shaped dict}."""
+    """Superseded predictions {(work, model_version): record-shaped dict}: of several kept
+    under one version, the first (the one kept before revisions were, if any)."""
     ids = sorted({w for w, _ in wanted})
     rows = conn.execute(
         select(
@@ -233,7 +277,9 @@ def _history(conn: Connection, wanted: set[tuple[str, str]]) -> dict[tuple[str, 
             Prediction.model_version,
             Prediction.prediction,
             Prediction.machine_scores,
-        ).where(Prediction.work_id.in_(ids))  # fmt: skip
+        )
+        .where(Prediction.work_id.in_(ids))
+        .order_by(Prediction.id.desc())  # fmt: skip
     )
     return {
         (r.work_id, r.model_version): {"prediction": r.prediction or {},

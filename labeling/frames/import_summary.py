@@ -37,6 +37,9 @@ class ImportSummary:
     inserted: int = 0
     updated: int = 0
     unchanged: int = 0
+    # Of the updated works, those whose content changed under an unchanged model_version
+    # (the content they replaced is kept in predictions, as for a new model_version).
+    content_changed_same_version: int = 0
     rejected: int = 0
     warnings: int = 0
     aborted: bool = False
@@ -61,6 +64,7 @@ class ImportSummary:
         self.inserted += counts.inserted
         self.updated += counts.updated
         self.unchanged += counts.unchanged
+        self.content_changed_same_version += counts.content_changed_same_version
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the counts (problems excluded)."""

@@ -1,8 +1,9 @@
 """Streaming, idempotent, resumable import of a frame (JSON Lines, optionally gzipped).
 
 Each record is stored exactly as delivered (`works.record`, the line's own JSON text) next to
-the columns the queue orders and filters on. When a newer frame brings a new
-`model_version`, the superseded prediction moves to `predictions`, so history is kept.
+the columns the queue orders and filters on. When a newer frame changes a work's content
+(compared as parsed JSON), the content it replaces moves to `predictions` under its revision,
+under a new `model_version` or the same one, so history is kept (labeling/frames/revisions.py).
 Parsing and checking run in worker processes for large files (JSON parsing of the score
 vectors is the bound), which also build each new row ready to write; the main process only
 writes, each batch in a thread of its own while it takes the next batch's lines

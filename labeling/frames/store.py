@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import orjson
 from sqlalchemy import Connection, bindparam, insert, select, update
 
 from db.bulk import RowEncoder, insert_encoded, insert_new_encoded, insert_new_sqlite
 from db.models import Prediction, Work, utcnow
 from db.staging import Names, StagingError, attach_files, fetch_staged, insert_staged
+from db.types import unpack_json
 
 if TYPE_CHECKING:
     from labeling.frames.lines import Parsed
@@ -24,6 +26,8 @@ class StoredCounts:
     inserted: int = 0
     updated: int = 0
     unchanged: int = 0
+    # Of the updated works, those whose content changed under the same model_version.
+    content_changed_same_version: int = 0
 
 
 def write_batch(
@@ -33,12 +37,13 @@ def write_batch(
     fresh: bool = False,
     stage_dir: str | None = None,
 ) -> None:
-    """Insert new works, update changed ones (keeping superseded predictions), count the rest.
+    """Insert new works, update changed ones (keeping the content they replace), count the rest.
 
-    Lines known unchanged by their hash (not decoded) are only counted. fresh: the works
-    table was empty when the import started, so the rows are inserted without looking
-    their ids up first (see _insert_all). stage_dir: where the rows a line has only the
-    ref of (an int) are staged (db/staging.py).
+    Lines known unchanged by their hash (not decoded) are only counted; a line whose bytes
+    differ from the stored ones is unchanged too when its parsed content is the same.
+    fresh: the works table was empty when the import started, so the rows are inserted
+    without looking their ids up first (see _insert_all). stage_dir: where the rows a line
+    has only the ref of (an int) are staged (db/staging.py).
     """
     decoded = [p for p in batch if not p.known]
     summary.unchanged += len(batch) - len(decoded)
@@ -61,7 +66,11 @@ def write_batch(
     new_works: list[Any] = []
     stale: list[dict[str, Any]] = []
     changed: list[dict[str, Any]] = []  # the UPDATE's parameters, one dict a changed work
-    superseded: list[tuple[str, str | None]] = []  # (work, the model version it replaces)
+    replaced: list[Revision] = []  # the stored content each changed work replaces
+    differ = [p for p in decoded if p.work_id in existing
+              and existing[p.work_id].record_hash != p.digest]  # fmt: skip
+    # Only lines whose bytes changed are compared as parsed JSON with what is stored.
+    records = stored_records(conn, [p.work_id for p in differ if p.work_id is not None])
     for p in decoded:
         # Only checked lines reach the store: they have an id and their row.
         assert p.work_id is not None and p.row is not None
@@ -69,23 +78,29 @@ def write_batch(
         if old is None:
             new_works.append(p.row)
             continue
-        if old.record_hash == p.digest:
-            summary.unchanged += 1
-            # Imported under another schema, or before the warnings were kept.
-            machine = encoder.decode(p.row, _MACHINE)
-            if old.machine_hash != machine["machine_hash"] or old.import_warnings is None:
-                stale.append({"b_id": p.work_id, **machine})
-            continue
-        # Machine and bibliographic columns only: status, answers and labels stay as they are.
-        cols = {k: v for k, v in encoder.decode(p.row).items() if k not in KEPT}
-        cols.update(record_hash=p.digest, updated_at=now)
-        if old.model_version != cols["model_version"]:
-            superseded.append((p.work_id, old.model_version))
-        changed.append({"b_id": p.work_id, **cols})
+        cols = None
+        if old.record_hash != p.digest:
+            cols = {k: v for k, v in encoder.decode(p.row).items() if k not in KEPT}
+            # orjson takes a str itself, not RawJSON (a subclass)
+            if not same_json(orjson.loads(str(cols["record"])), records.get(p.work_id)):
+                cols.update(record_hash=p.digest, updated_at=now)
+                replaced.append(Revision(p.work_id, old.model_version or UNVERSIONED,
+                                         old.record_hash, records.get(p.work_id)))  # fmt: skip
+                if old.model_version == cols["model_version"]:
+                    summary.content_changed_same_version += 1
+                changed.append({"b_id": p.work_id, **cols})
+                continue
+        # The stored content (other whitespace, key order or number spelling at most): its
+        # row, and so its revision, stays as it is.
+        summary.unchanged += 1
+        # Imported under another schema, or before the warnings were kept.
+        machine = {k: cols[k] for k in _MACHINE} if cols else encoder.decode(p.row, _MACHINE)
+        if old.machine_hash != machine["machine_hash"] or old.import_warnings is None:
+            stale.append({"b_id": p.work_id, **machine})
     if changed:
-        # Every changed work in one statement, after the predictions it replaces are kept: a
+        # Every changed work in one statement, after the content it replaces is kept: a
         # statement each (and four for a new model version) took 0.9 ms a work.
-        keep_superseded_predictions(conn, superseded, now)
+        keep_revisions(conn, replaced, now)
         conn.execute(update(Work).where(Work.id == bindparam("b_id")), changed)
         summary.updated += len(changed)
     if new_works:
@@ -231,31 +246,63 @@ def stored_rows(
         cur.close()
 
 
-def keep_superseded_predictions(
-    conn: Connection, superseded: list[tuple[str, str | None]], now: Any
-) -> None:
-    """Copy the predictions being replaced into predictions, once per (work, version).
+class Revision(NamedTuple):
+    """A work's stored content that a re-import replaces, kept in predictions."""
 
-    superseded: (work id, the model version its stored record has), each work once.
+    work_id: str
+    model_version: str
+    revision: str  # its record_hash
+    record: dict[str, Any] | None
+
+
+def stored_records(conn: Connection, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The stored records of these works, decoded (read on the driver's cursor)."""
+    return {work_id: orjson.loads(unpack_json(record))
+            for work_id, record in stored_rows(conn, ids, ("id", "record"))}  # fmt: skip
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two decoded JSON values are the same content: key order and number spelling
+    aside (1 and 1.0 are one number), but true is not 1, as Python's == would have it."""
+    if a != b:  # == is looser than the content: a difference is one
+        return False
+    return _strict(a, b)
+
+
+def _strict(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and all(_strict(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return isinstance(b, list) and all(_strict(x, y) for x, y in zip(a, b, strict=True))
+    return True  # equal already (a != b was False), numbers, text or null
+
+
+def keep_revisions(conn: Connection, replaced: list[Revision], now: Any) -> None:
+    """Copy the content being replaced into predictions, once per (work, version, revision).
+
+    Every change keeps the content it replaces, under the same model_version too: labels
+    name the revision they were made on (labels.revision), and reports compare them with it.
     """
-    if not superseded:
+    if not replaced:
         return
-    ids = [work_id for work_id, _ in superseded]
-    kept: set[tuple[str, str]] = set()
-    records: dict[str, Any] = {}
+    ids = sorted({r.work_id for r in replaced})
+    kept: set[tuple[str, str, str | None]] = set()
     for start in range(0, len(ids), _MARKS):
         part = ids[start : start + _MARKS]
-        query = select(Prediction.work_id, Prediction.model_version)
-        kept.update((w, v) for w, v in conn.execute(query.where(Prediction.work_id.in_(part))))
-        for work_id, record in conn.execute(select(Work.id, Work.record).where(Work.id.in_(part))):
-            records[work_id] = record
+        query = select(Prediction.work_id, Prediction.model_version, Prediction.revision)
+        kept.update(
+            (w, v, rev) for w, v, rev in conn.execute(query.where(Prediction.work_id.in_(part)))
+        )
     rows = []
-    for work_id, version in superseded:
-        version = version or UNVERSIONED
-        if (work_id, version) in kept:
-            continue
-        record = records[work_id]
-        rows.append({"work_id": work_id, "model_version": version, "imported_at": now,
+    for r in replaced:
+        if (r.work_id, r.model_version, r.revision) in kept:
+            continue  # the content came back since: it is kept already
+        kept.add((r.work_id, r.model_version, r.revision))
+        record = r.record or {}
+        rows.append({"work_id": r.work_id, "model_version": r.model_version,
+                     "revision": r.revision, "record": r.record, "imported_at": now,
                      "prediction": record.get("prediction"),
                      "machine_scores": record.get("machine_scores")})  # fmt: skip
     if rows:

@@ -2,8 +2,9 @@
 
 Each (work, annotator)'s first answer (its first label that is not a skip) counts once, in
 the arm its label recorded (`labels.scores_visible`): later versions were given after the
-scores were shown anyway. Labels without a recorded arm (imported ones) are left out. The
-comparison itself is labeling.stats.anchoring.
+scores were shown anyway. Labels without a recorded arm (imported ones) are left out. Each
+label is compared with the teachers' calls of the frame revision it was made on
+(labeling.frames.revisions). The comparison itself is labeling.stats.anchoring.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sqlalchemy import Engine, select
 
 from db.engine import read_session
 from db.models import Label, Work
+from labeling.frames.revisions import revision_records
 from labeling.reports.evaluation import encoded_records
 from labeling.review.assist import effective_rate
 from labeling.review.campaigns import get_campaign
@@ -27,9 +29,10 @@ from labeling.vocabulary import STATUS_VALIDATED
 
 
 def _first_answers(engine: Engine, campaign_id: int) -> list[Any]:
-    """(work, user, answers, shown) of each assignment's first non-skip label with an arm."""
+    """(work, user, answers, shown, revision) of each assignment's first non-skip label with
+    an arm."""
     query = (
-        select(Label.work_id, Label.user_id, Label.answers, Label.scores_visible)
+        select(Label.work_id, Label.user_id, Label.answers, Label.scores_visible, Label.revision)
         .where(
             Label.campaign_id == campaign_id,
             Label.skipped.is_(False),
@@ -75,10 +78,17 @@ def anchoring_report(engine: Engine, schema: Schema, campaign: str | int) -> dic
                 )
             )
         } if ids else {}  # fmt: skip
-    ids = [w for w in ids if w in works]
-    matrix = encoded_records(engine, schema, ids, [works[w].record_hash for w in ids])
-    row_of = {w: i for i, w in enumerate(ids)}
-    rows = [r for r in rows if r[0] in row_of]
+    rows = [r for r in rows if r[0] in works]
+    # Each label against the content it was made on: its revision when that is kept, else
+    # the stored record (its own revision, or one unknown: a label of before revisions).
+    earlier = {(r[0], r[4]) for r in rows if r[4] and r[4] != works[r[0]].record_hash}
+    with read_session(engine) as session:
+        kept = revision_records(session.connection(), earlier) if earlier else {}
+    keys = [(r[0], r[4] if (r[0], r[4]) in kept else works[r[0]].record_hash) for r in rows]
+    unique = sorted(set(keys))
+    matrix = encoded_records(engine, schema, [w for w, _ in unique], [h for _, h in unique],
+                             {h: kept[(w, h)] for w, h in unique if (w, h) in kept})  # fmt: skip
+    row_of = {key: i for i, key in enumerate(unique)}
     shown_all = np.array([bool(r[3]) for r in rows], dtype=bool)
     lay = layout(schema)
     questions: dict[str, Any] = {}
@@ -87,7 +97,7 @@ def anchoring_report(engine: Engine, schema: Schema, campaign: str | int) -> dic
         keep = [i for i, h in enumerate(humans) if h is not None]
         names = {t: s for t, s in systems(q, schema.teachers).items() if t in schema.teachers}
         arrays = encode(q, [humans[i] for i in keep],
-                        matrix[[row_of[rows[i][0]] for i in keep]], lay, names,
+                        matrix[[row_of[keys[i]] for i in keep]], lay, names,
                         schema.teachers)  # fmt: skip
         shown = shown_all[keep]
         teachers = {}

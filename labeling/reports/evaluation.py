@@ -11,7 +11,7 @@ lead can judge that assumption (disputed works are rarely missing at random).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ from sqlalchemy import Engine, Select, Text, cast, select
 from db.engine import read_session
 from db.fetch import driver_rows
 from db.models import CampaignItem, Work
+from labeling.frames.revisions import labelled_revisions
 from labeling.review.campaigns import CampaignInfo, get_campaign
 from labeling.review.validation import campaign_questions
 from labeling.schema import Question, Schema
@@ -44,14 +45,21 @@ def _campaign(engine: Engine, campaign: str | int | CampaignInfo) -> CampaignInf
 
 
 def encoded_records(
-    engine: Engine, schema: Schema, ids: Sequence[str], hashes: Sequence[str]
+    engine: Engine,
+    schema: Schema,
+    ids: Sequence[str],
+    hashes: Sequence[str],
+    kept: Mapping[str, dict[str, Any]] | None = None,
 ) -> np.ndarray:
     """The works' records encoded under the schema (machine_arrays), read only when new.
 
     Records change only on re-import, which changes their hash: the per-process memo keyed on
-    the hash reads and parses a record once.
+    the hash reads and parses a record once. kept: earlier revisions' records by their hash
+    (labeling.frames.revisions), for works whose labels were made on one.
     """
-    missing = [w for w, h in zip(ids, hashes, strict=True) if not MEMO.has(schema, h)]
+    kept = kept or {}
+    missing = [w for w, h in zip(ids, hashes, strict=True)
+               if h not in kept and not MEMO.has(schema, h)]  # fmt: skip
     records: dict[str, Any] = {}
     with read_session(engine) as session:
         for i in range(0, len(missing), _CHUNK):
@@ -59,7 +67,11 @@ def encoded_records(
             records.update(
                 session.execute(select(Work.id, Work.record).where(Work.id.in_(chunk))).all()
             )
-    return MEMO.matrix(schema, list(hashes), [records.get(w) for w in ids])
+    return MEMO.matrix(
+        schema,
+        list(hashes),
+        [kept.get(h) or records.get(w) for w, h in zip(ids, hashes, strict=True)],
+    )
 
 
 @dataclass
@@ -71,9 +83,11 @@ class Validated:
 
     ids: list[str]
     texts: list[str | None]  # the final answers' JSON text
-    hashes: list[str]  # the records' hashes (memo keys)
+    hashes: list[str]  # the hashes of the records the labels were made on (memo keys)
     schema: Schema = field(repr=False)
     engine: Engine = field(repr=False)
+    # Earlier revisions' records by hash, for works whose labels were made on one.
+    kept: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     _finals: list[dict[str, Any]] | None = field(default=None, repr=False)
     _matrix: np.ndarray | None = field(default=None, repr=False)
     _humans: dict[str, list[Any]] = field(default_factory=dict, repr=False)
@@ -89,7 +103,8 @@ class Validated:
     def matrix(self) -> np.ndarray:
         """Each work's record encoded under the schema (machine_arrays), one row each."""
         if self._matrix is None:
-            self._matrix = encoded_records(self.engine, self.schema, self.ids, self.hashes)
+            self._matrix = encoded_records(self.engine, self.schema, self.ids, self.hashes,
+                                           self.kept)  # fmt: skip
         return self._matrix
 
     def humans(self, question: Question) -> list[Any]:
@@ -140,9 +155,14 @@ def validated_works(engine: Engine, schema: Schema, campaign_id: int | None) -> 
     # Read through the driver's cursor: no result processing is needed (0.1 s of 23,678 works).
     with read_session(engine) as session:
         rows = driver_rows(session.connection(), validated_query(campaign_id))
+        # The machine side a work is compared on is the revision its labels were made on.
+        earlier = labelled_revisions(session.connection(), campaign_id=campaign_id,
+                                     conditions=[Work.status == STATUS_VALIDATED])  # fmt: skip
     ids = [r[0] for r in rows]
     texts: list[str | None] = [r[2] for r in rows]
-    return Validated(ids, texts, [r[1] for r in rows], schema, engine)
+    hashes = [earlier[w][0] if w in earlier else h for w, h, _ in rows]
+    kept = {rev: record for rev, record in earlier.values()}
+    return Validated(ids, texts, hashes, schema, engine, kept)
 
 
 def machine_report(

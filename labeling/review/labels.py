@@ -182,6 +182,14 @@ _COUNT = (
 )
 _UNLEASE = delete(Lease).where(Lease.campaign_id == _C, Lease.work_id == _W, Lease.user_id == _U)
 _STATUS = select(Work.status).where(Work.id == _W)
+# A label names the revision of the record it was made on: its work's record_hash, read in
+# the insert itself (no round trip more).
+_INSERT = (
+    insert(Label)
+    .values(revision=select(Work.record_hash)
+            .where(Work.id == bindparam("revision_of")).scalar_subquery())
+    .returning(Label.id)
+)  # fmt: skip
 
 
 def _latest(session: Session, campaign_id: int, work_id: str, user_id: int) -> PreviousLabel | None:
@@ -217,7 +225,7 @@ def _record(
         "user_id": user_id,
         "version": version,
     }
-    label_id = conn.execute(insert(Label).returning(Label.id), row).scalar_one()
+    label_id = conn.execute(_INSERT, {**row, "revision_of": work_id}).scalar_one()
     params = {"cid": camp.id, "wid": work_id, "uid": user_id}
     delta = int(not values["skipped"]) - int(prev is not None and not prev.skipped)
     if delta:

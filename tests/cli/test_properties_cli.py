@@ -30,7 +30,9 @@ from tests.frames.test_properties import SEED
 
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 DONE = re.compile(r"^(?:done|aborted \(--strict\), nothing written): (\d+) lines, (\d+) inserted, "
-                  r"(\d+) updated, (\d+) unchanged, (\d+) rejected, \d+ warnings$")  # fmt: skip
+                  r"(\d+) updated, (\d+) unchanged, (\d+) rejected, \d+ warnings"
+                  r"(?:; \d+ works? changed content under an unchanged model_version "
+                  r"\(the earlier revision kept in predictions\))?$")  # fmt: skip
 FAILED = re.compile(r"^error: .*before the failure (\d+) lines read, (\d+) stored \((\d+) "
                     r"inserted, (\d+) updated, (\d+) unchanged\), (\d+) rejected; ")  # fmt: skip
 

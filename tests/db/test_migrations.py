@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -246,3 +248,71 @@ def test_every_revision_id_fits_the_version_table() -> None:
     ]
     assert len(ids) >= 17
     assert [i for i in ids if len(i) > 32] == []
+
+
+def test_0020_keeps_every_prediction_and_label_both_ways(engine: Engine) -> None:
+    """Rows of before 0020 keep their values (revision unknown: NULL); a downgrade keeps the
+    revisions kept under one model version, the later ones renamed `<version>#<revision>`."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from tests.factories import insert_works, work_row
+
+    when = datetime(2026, 12, 4, tzinfo=UTC)
+    prediction, scores = {"model_version": "v1", "s": [0.25, 1e-7]}, {"score_opus": 0.5}
+    _migrate(engine, "0019_verdict_history", down=True)
+    insert_works(engine, [work_row("W1")])
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO predictions (work_id, model_version, prediction, machine_scores, "
+                "imported_at) VALUES ('W1', 'v1', :p, :m, :t)"
+            ),
+            {"p": orjson.dumps(prediction).decode(), "m": orjson.dumps(scores).decode(), "t": when},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO users (id, name, role, active, failed_logins, created_at) "
+                "VALUES (1, 'ann', 'annotator', :y, 0, :t)"
+            ),
+            {"y": True, "t": when},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO campaigns (id, name, strategy, is_probability_sample, overlap, blind, "
+                "lease_seconds, rule, gold_rate, active, created_at) VALUES (1, 'c', 'score_max', "
+                ":n, 1, :n, 900, 'unanimous', 0, :y, :t)"
+            ),
+            {"n": False, "y": True, "t": when},
+        )
+        conn.execute(text(
+            "INSERT INTO labels (campaign_id, work_id, user_id, version, answers, skipped, "
+            "flagged, source, created_at) VALUES (1, 'W1', 1, 1, '{\"q\": \"a\"}', :n, :n, "
+            "'app', :t)"), {"n": False, "t": when})  # fmt: skip
+    _migrate(engine, "head")
+    old = "SELECT work_id, model_version, prediction, machine_scores FROM predictions ORDER BY id"
+    with engine.begin() as conn:
+        rows = [(w, v, _json(p), _json(m)) for w, v, p, m in conn.execute(text(old))]
+        assert rows == [("W1", "v1", prediction, scores)]
+        assert conn.execute(text("SELECT revision, record FROM predictions")).all() == [
+            (None, None)]  # fmt: skip
+        [(revision, answers)] = conn.execute(text("SELECT revision, answers FROM labels")).all()
+        assert (revision, _json(answers)) == (None, {"q": "a"})
+        for rev in ("a" * 64, "b" * 64):  # two contents replaced under v1 since
+            conn.execute(text(
+                "INSERT INTO predictions (work_id, model_version, revision, prediction, "
+                "imported_at) VALUES ('W1', 'v1', :r, :p, :t)"),
+                {"r": rev, "p": orjson.dumps({"rev": rev}).decode(), "t": when})  # fmt: skip
+    _migrate(engine, "0019_verdict_history", down=True)
+    with engine.connect() as conn:
+        kept = [(v, _json(p)) for _, v, p, _ in conn.execute(text(old))]
+        assert _json(conn.execute(text("SELECT answers FROM labels")).scalar()) == {"q": "a"}
+    assert kept == [("v1", prediction), ("v1#aaaaaaaaaaaa", {"rev": "a" * 64}),
+                    ("v1#bbbbbbbbbbbb", {"rev": "b" * 64})]  # fmt: skip
+    _migrate(engine, "head")
+
+
+def _json(value: Any) -> Any:
+    """A JSON column read with text(): its text on SQLite, decoded by psycopg on PostgreSQL."""
+    return orjson.loads(value) if isinstance(value, str) else value

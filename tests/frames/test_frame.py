@@ -107,7 +107,7 @@ def test_newer_frame_updates_machine_side_and_keeps_human_side(
 
 def test_a_newer_frame_updates_many_works_at_once(engine, schema, seed_record, tmp_path):
     """New model version, same version retitled, unchanged and new works in one batch; then
-    back and forth: each replaced prediction kept once, none twice."""
+    back and forth: each replaced content kept once, none twice."""
     seed_version = seed_record["prediction"]["model_version"]
     old = [make_record(seed_record, f"W{i}") for i in range(1, 9)]
     old_path = write_jsonl(tmp_path / "old.jsonl", old)
@@ -120,6 +120,7 @@ def test_a_newer_frame_updates_many_works_at_once(engine, schema, seed_record, t
     new_path = write_jsonl(tmp_path / "new.jsonl", [*new, make_record(seed_record, "W9")])
     summary = import_frame(engine, new_path, schema)
     assert (summary.inserted, summary.updated, summary.unchanged) == (1, 5, 3)
+    assert summary.content_changed_same_version == 2  # W4, W5: retitled under the same version
     with read_session(engine) as s:
         works = {w.id: (w.title, w.model_version) for w in s.scalars(select(Work))}
         kept = sorted(tuple(r) for r in s.execute(select(Prediction.work_id,
@@ -128,16 +129,22 @@ def test_a_newer_frame_updates_many_works_at_once(engine, schema, seed_record, t
     assert works["W1"] == ("T1 again", "metacan-v4")
     assert works["W4"] == ("T4 again", seed_version)
     assert works["W6"] == (old[5]["title"], seed_version)
-    assert kept == [(f"W{i}", seed_version) for i in (1, 2, 3)]
+    assert kept == [(f"W{i}", seed_version) for i in (1, 2, 3, 4, 5)]
     assert history[seed_version]["prediction"] == old[1]["prediction"]
     assert history["metacan-v4"]["prediction"] == new[1]["prediction"]
-    # Back to the old frame, then the new one again: the v4 predictions are kept once too.
+    # Back to the old frame, then the new one again: the new contents are kept once too.
     assert import_frame(engine, old_path, schema).updated == 5
     assert import_frame(engine, new_path, schema).updated == 5
     with read_session(engine) as s:
         again = sorted(tuple(r) for r in s.execute(select(Prediction.work_id,
                                                           Prediction.model_version)))  # fmt: skip
-    assert again == sorted([*kept, *((f"W{i}", "metacan-v4") for i in (1, 2, 3))])
+    assert again == sorted(
+        [
+            *kept,
+            *((f"W{i}", "metacan-v4") for i in (1, 2, 3)),
+            *((f"W{i}", seed_version) for i in (4, 5)),
+        ]
+    )
 
 
 def _bad_lines(seed: dict) -> list[tuple[str, str]]:
@@ -269,7 +276,7 @@ def test_migrations_reach_head_on_both_engines(engine):
     from db.engine import alembic_config, current_revision
 
     head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
-    assert head == "0018_record_packed_on_postgresql"
+    assert head == "0020_frame_revisions"
     assert current_revision(engine) == head
     with read_session(engine) as s:
         assert s.scalar(select(func.count()).select_from(Work)) == 0
