@@ -13,15 +13,6 @@ if [[ ! -x /usr/bin/chromium ]]; then
     echo "note: /usr/bin/chromium is missing; browser tests will be skipped (apt-get install chromium)" >&2
   fi
 fi
-# PyICU (user-name confusables, labeling/auth/users.py) builds against the system's ICU.
-if ! pkg-config --exists icu-i18n 2>/dev/null || ! command -v g++ >/dev/null; then
-  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libicu-dev \
-      pkg-config g++ >/dev/null
-  else
-    echo "note: PyICU needs libicu-dev, pkg-config and g++ (apt-get install them)" >&2
-  fi
-fi
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
