@@ -54,6 +54,7 @@ from labeling.review.validation import (
     reevaluate_work,
 )
 from labeling.schema import Question, Schema
+from labeling.vocabulary import VERDICT_CORROBORATED, VERDICT_DISPUTED
 
 __all__ = ["DEFAULT_IMPORT_CAMPAIGN", "IMPORT_COLUMNS", "NOT_UTF8", "ImportProblem",
            "LabelImportSummary", "import_labels", "report_lines"]  # fmt: skip
@@ -89,6 +90,10 @@ class LabelImportSummary:
     duplicates: int = 0  # labels already stored
     rejected: int = 0  # lines
     works_added: int = 0  # campaign items added
+    # Works validated elsewhere on which the imported labels' verdict agreed (corroborated)
+    # or differed (a dispute across campaigns opened; the validated answers stay).
+    corroborated: int = 0
+    disputes_opened: int = 0
     users_created: list[str] = field(default_factory=list)
     campaigns_created: list[str] = field(default_factory=list)
     campaigns: list[str] = field(default_factory=list)  # every campaign labels went into
@@ -122,7 +127,9 @@ def report_lines(summary: LabelImportSummary) -> tuple[list[str], str]:
             f"{summary.duplicates} already present, {summary.rejected} rows rejected, "
             f"{summary.works_added} works added to campaigns, "
             f"{len(summary.users_created)} users created, "
-            f"{len(summary.campaigns_created)} campaigns created")  # fmt: skip
+            f"{len(summary.campaigns_created)} campaigns created, "
+            f"{summary.corroborated} validated works corroborated, "
+            f"{summary.disputes_opened} disputes opened across campaigns")  # fmt: skip
     return lines, done
 
 
@@ -369,7 +376,11 @@ def _store(engine: Engine, schema: Schema, labels: dict[_Key, _Label], users: di
                 summary.imported += 1
                 touched[(target, wid)] = None
             for target, wid in touched:
-                reevaluate_work(session, wid, camps[target], schema, None)
+                cross = reevaluate_work(session, wid, camps[target], schema, None).cross
+                if cross == VERDICT_CORROBORATED:
+                    summary.corroborated += 1
+                elif cross == VERDICT_DISPUTED:
+                    summary.disputes_opened += 1
 
 
 def import_labels(

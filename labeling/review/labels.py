@@ -23,7 +23,6 @@ from labeling.review.validation import (
     reevaluate_work,
 )
 from labeling.schema import Schema
-from labeling.vocabulary import STATUS_VALIDATED
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -233,8 +232,7 @@ def _record(
     conn.execute(_UNLEASE, params)
     status = None
     if evaluate and schema is not None:
-        verdict = reevaluate_work(session, work_id, camp, schema, user_id)
-        status = verdict.status if verdict is not None else STATUS_VALIDATED
+        status = reevaluate_work(session, work_id, camp, schema, user_id).status
     return label_id, version, status
 
 
