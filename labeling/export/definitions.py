@@ -32,6 +32,10 @@ PROVENANCE_COLUMNS = [
     ("validation_campaign", "str"),
     ("validated_by", "str"),
     ("validated_via", "str"),
+    # Other campaigns' verdicts on the validated answers (review.verdicts): one that differs
+    # and is not settled yet, and the campaigns whose verdicts agree.
+    ("dispute_open", "bool"),
+    ("corroborated_by", "list"),
     ("n_labels", "int"),
     ("annotators", "list"),
     ("agreement", "float"),

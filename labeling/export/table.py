@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlalchemy import Connection, Text, cast, select
 
-from db.models import Campaign, CampaignItem, Prediction, User, Work
+from db.models import Campaign, CampaignItem, CampaignVerdict, Prediction, User, Work
 from labeling.export.definitions import (
     CURRENT,
     Pseudonymizer,
@@ -46,7 +46,7 @@ from labeling.frames.machine_columns import (
 )
 from labeling.frames.revisions import labelled_revisions
 from labeling.schema import Question, Schema
-from labeling.vocabulary import STATUS_VALIDATED
+from labeling.vocabulary import STATUS_VALIDATED, VERDICT_CORROBORATED, VERDICT_DISPUTED
 
 _ANSWER = {"multi": as_list, "single": as_text, "binary": as_text}
 _VALIDATION = ("validation_method", "validation_rule", "validation_campaign", "validated_by",
@@ -183,6 +183,7 @@ def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> Gol
                    for k, col in enumerate(SCORE_FROM_WORK))  # fmt: skip
     cols.update({col + CURRENT: now[col] for col in ctx.current})
     cols.update(_samples(conn, ctx, ids))
+    cols.update(_verdicts(conn, ctx, ids, statuses))
     table = pa.table({f.name: cols[f.name] for f in ctx.schema_arrow}, schema=ctx.schema_arrow)
     long = (long_labels(conn, ctx.questions, ctx.campaigns, ctx.names, ctx.campaign_id, ids)
             if with_labels else [])  # fmt: skip
@@ -286,6 +287,41 @@ def _history(conn: Connection, wanted: set[tuple[str, str]]) -> dict[tuple[str, 
                                        "machine_scores": r.machine_scores or {}}
         for r in rows if (r.work_id, r.model_version) in wanted
     }  # fmt: skip
+
+
+def _verdicts(
+    conn: Connection, ctx: _Context, ids: list[str], statuses: list[str]
+) -> dict[str, Any]:
+    """Per validated work: whether another campaign's differing verdict is open (the answers
+    stand until a lead decides), and the campaigns whose verdicts corroborate the answers."""
+    open_: dict[str, bool] = {}
+    agree: dict[str, list[str]] = {}
+    rows = conn.execute(
+        select(
+            CampaignVerdict.work_id,
+            CampaignVerdict.campaign_id,
+            CampaignVerdict.outcome,
+            CampaignVerdict.settled_at,
+        )
+        .where(CampaignVerdict.work_id >= ids[0], CampaignVerdict.work_id <= ids[-1])
+        .order_by(CampaignVerdict.work_id, CampaignVerdict.campaign_id)
+    )
+    for wid, cid, outcome, settled in rows:
+        if outcome == VERDICT_DISPUTED and settled is None:
+            open_[wid] = True
+        elif outcome == VERDICT_CORROBORATED:
+            agree.setdefault(wid, []).append(ctx.campaigns[cid].name)
+    validated = [s == STATUS_VALIDATED for s in statuses]
+    return {
+        "dispute_open": pa.array(
+            [open_.get(w, False) if v else None for w, v in zip(ids, validated, strict=True)],
+            pa.bool_(),
+        ),
+        "corroborated_by": pa.array(
+            [agree.get(w, []) if v else None for w, v in zip(ids, validated, strict=True)],
+            pa.list_(pa.string()),
+        ),
+    }
 
 
 def _samples(conn: Connection, ctx: _Context, ids: list[str]) -> dict[str, Any]:

@@ -141,6 +141,9 @@ def test_a_later_campaign_never_replaces_validated_answers(
     assert "1 validated works corroborated, 0 disputes opened" in res.stdout
     assert _work(engine, wid) == before
     assert _acts(engine, wid)[-1] == ACT_CORROBORATION
+    row = _exported(db_url, tmp_path, wid)  # still exported, saying a dispute is open
+    assert (row["dispute_open"], row["corroborated_by"]) == (True, ["g4"])
+    assert row["human_genre"] == answers_for(schema, 0)["genre"]
 
     # The dispute is on Adjudicate, with both verdicts side by side, until a lead decides.
     (view,) = [v for v in disputed_works(engine) if v.work_id == wid]
@@ -160,9 +163,20 @@ def test_a_later_campaign_never_replaces_validated_answers(
     assert history["events"][-1]["act"] == ACT_ADJUDICATION
     assert history["events"][-1]["answers_before"] == answers_for(schema, 0)
     assert history["verdicts"][0]["settled_by"] == "lea"
+    row = _exported(db_url, tmp_path, wid)
+    assert (row["dispute_open"], row["human_genre"]) == (False, genre)
     # The settled verdict, met again, opens nothing new.
     assert cli(db_url, "import-labels", str(tmp_path / "g3.csv")).exit_code == 0
     assert not [v for v in disputed_works(engine) if v.work_id == wid]
+
+
+def _exported(db_url: str, tmp_path: Path, wid: str) -> dict[str, Any]:
+    """A work's row of the validated gold set, exported with the CLI as JSON Lines."""
+    out = tmp_path / "gold.jsonl"
+    res = cli(db_url, "export", "--format", "jsonl", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    return next(r for r in rows if r["work_id"] == wid)
 
 
 def test_questions_the_later_campaign_did_not_ask_keep_their_answers(
