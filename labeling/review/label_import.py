@@ -20,7 +20,7 @@ from sqlalchemy import Engine, bindparam, select
 
 from db.engine import read_session, write_session
 from db.models import Campaign, ImportRun, Label, User, Work, utcnow
-from labeling.auth.users import UserError, clean_name
+from labeling.auth.users import UserError, check_new_name, clean_name
 from labeling.frames.checks import ID_RULE, normalize_work_id
 from labeling.inputs import shown, storable
 from labeling.review.campaigns import (
@@ -296,17 +296,32 @@ def _check(engine: Engine, labels: dict[_Key, _Label], summary: LabelImportSumma
             del labels[key]
 
 
-def _users(engine: Engine, names: set[str], summary: LabelImportSummary) -> dict[str, int]:
-    """Ids of the annotators by name, creating the missing ones (no password)."""
+def _users(engine: Engine, labels: dict[_Key, _Label], summary: LabelImportSummary
+           ) -> dict[str, int]:  # fmt: skip
+    """Ids of the annotators by name, creating the missing ones (no password).
+
+    A new name that renders like an existing user's (auth.users.check_new_name) creates no
+    one: its labels are rejected, line by line, so no label is filed under a look-alike.
+    """
+    names = {k[3] for k in labels}
+    refused: dict[str, str] = {}
     with write_session(engine) as session:
         found = dict(session.execute(select(User.name, User.id).where(User.name.in_(names))).all())
         for name in sorted(names - set(found)):
+            try:
+                check_new_name(session, name)
+            except UserError as exc:
+                refused[name] = f"annotator: {exc}"
+                continue
             user = User(name=name, role="annotator", password_hash=None, active=True,
                         failed_logins=0, created_at=utcnow())  # fmt: skip
             session.add(user)
             session.flush()
             found[name] = user.id
             summary.users_created.append(name)
+    for key in [k for k in labels if k[3] in refused]:
+        _reject_label(summary, key, labels.pop(key), refused[key[3]])
+    summary.problems.sort(key=lambda p: p.line)
     return found
 
 
@@ -416,7 +431,7 @@ def import_labels(
     _check(engine, labels, summary)
     summary.problems.sort(key=lambda p: p.line)
     if labels:
-        users = _users(engine, {k[3] for k in labels}, summary)
+        users = _users(engine, labels, summary)
         cids = _campaign_ids(campaigns, {k[0] for k in labels}, summary)
         _store(engine, schema, labels, users, cids, summary)
     with write_session(engine) as session:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import unicodedata
+from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -106,3 +108,27 @@ def test_sso_created_users_pass_the_same_check(engine: Engine) -> None:
     with pytest.raises(SSORefused, match="looks like the existing user"):
         sso.resolve(engine, {"iss": "https://accounts.google.com", "sub": "1001",
                              "email": "ann@example.org", "email_verified": True})  # fmt: skip
+
+
+def test_import_labels_files_no_label_under_a_look_alike(
+    sqlite_url: str, tmp_path: Path, schema: Any
+) -> None:
+    """import-labels creates users for new annotator names, but not for one that renders
+    like an existing user's: its lines are rejected (exit 3), naming the user it looks like."""
+    from db.engine import make_engine
+    from tests.factories import add_works, answers_for
+
+    engine = make_engine(sqlite_url)
+    add_works(engine, 1)
+    add_user(engine, "lead", "lead")
+    rows = ["work_id,annotator,question,value"]
+    for who in ("leаd", "carol"):  # a Cyrillic а, then a new name
+        for q, v in answers_for(schema, 0).items():
+            rows.append(f"W0001,{who},{q},{';'.join(v) if isinstance(v, list) else v}")
+    path = tmp_path / "labels.csv"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    res = CliRunner().invoke(main, ["--db", sqlite_url, "import-labels", str(path)])
+    assert res.exit_code == 3, res.output
+    assert "looks like the existing user 'lead'" in res.stderr
+    assert "1 labels imported" in res.stdout and "1 users created" in res.stdout
+    engine.dispose()
