@@ -17,7 +17,7 @@ from labeling.errors import Conflict, InputError
 from labeling.inputs import shown, storable
 from labeling.review.history import WorkState, set_state
 from labeling.review.status_sql import _ANSWERS, _LOCK_WORK
-from labeling.review.verdicts import open_disputes, record_verdict, settle
+from labeling.review.verdicts import open_disputes, recompare, record_verdict, settle
 from labeling.schema import BINARY_LABELS, Question, Schema
 from labeling.stats.majority import majority
 from labeling.vocabulary import (
@@ -338,7 +338,7 @@ def reevaluate_work(
         # Every label of the validating campaign was skipped or withdrawn: held for review.
         status = STATUS_IN_REVIEW
         verdict = Verdict(status, None, f"{verdict.reason}: fewer than k={campaign.overlap}")
-    _set_status(
+    changed = _set_status(
         session,
         work_id,
         state,
@@ -348,6 +348,10 @@ def reevaluate_work(
         user_id=user_id,
         act=ACT_RULE,
     )
+    if changed and state.status == STATUS_VALIDATED:
+        # The validating campaign's new verdict: other campaigns' verdicts are held against it.
+        after = WorkState(status, verdict.final_answers, via, state.is_gold)
+        recompare(session, work_id, after, user_id)
     return Settlement(status, verdict)
 
 

@@ -19,11 +19,12 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from db.engine import affected_rows
-from db.models import CampaignVerdict, utcnow
+from db.models import Campaign, CampaignVerdict, utcnow
 from labeling.review.history import WorkState, write_event
 from labeling.vocabulary import (
     ACT_CORROBORATION,
     ACT_CROSS_DISPUTE,
+    STATUS_VALIDATED,
     VERDICT_CORROBORATED,
     VERDICT_DISPUTED,
 )
@@ -150,8 +151,9 @@ def open_disputes(session: Session, work_ids: Sequence[str] | None = None) -> li
     return list(session.execute(query.order_by(CampaignVerdict.id)).scalars())
 
 
-def settle(session: Session, work_id: str, user_id: int, now: datetime) -> int:
-    """Mark a work's open disputes across campaigns settled by a lead; how many were open."""
+def settle(session: Session, work_id: str, user_id: int | None, now: datetime) -> int:
+    """Mark a work's open disputes across campaigns settled (by a lead, or by the validating
+    campaign's own new verdict); how many were open."""
     result = session.execute(
         update(CampaignVerdict)
         .where(
@@ -162,3 +164,25 @@ def settle(session: Session, work_id: str, user_id: int, now: datetime) -> int:
         .values(settled_at=now, settled_by=user_id)
     )
     return affected_rows(result)
+
+
+def recompare(session: Session, work_id: str, state: WorkState, user_id: int | None) -> None:
+    """Hold other campaigns' verdicts against a work's new validated answers.
+
+    Called when the campaign that validated the work changes its answers (review.validation):
+    each kept verdict is compared again (it may now corroborate, or dispute anew); when the
+    work is no longer validated, its open disputes are moot and are settled.
+    """
+    rows = session.execute(
+        select(CampaignVerdict, Campaign)
+        .join(Campaign, Campaign.id == CampaignVerdict.campaign_id)
+        .where(CampaignVerdict.work_id == work_id)
+        .order_by(CampaignVerdict.id)
+    ).all()
+    if state.status != STATUS_VALIDATED:
+        if any(v.outcome == VERDICT_DISPUTED and v.settled_at is None for v, _ in rows):
+            settle(session, work_id, user_id, utcnow())
+        return
+    for verdict, campaign in rows:
+        answers = dict(verdict.answers)
+        record_verdict(session, work_id, campaign, answers, list(answers), state, user_id)

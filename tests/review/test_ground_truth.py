@@ -335,3 +335,28 @@ def test_an_edit_that_settles_the_dispute_first_wins(engine: Engine, schema: Sch
     with read_session(engine) as session:
         assert session.execute(select(func.count()).select_from(Adjudication)).scalar_one() == 0
     assert _work(engine, wid).final_answers == answers_for(schema, 0)
+
+
+def test_other_verdicts_are_held_against_the_validating_campaigns_new_answers(
+    engine: Engine, schema: Schema
+) -> None:
+    """When the validating campaign's edit changes the answers, a disputing verdict that now
+    agrees becomes a corroboration; when the work leaves validated, the dispute is moot."""
+    add_works(engine, 1)
+    a, b = add_user(engine, "a"), add_user(engine, "b")
+    first = create_campaign(engine, name="first", overlap=1)
+    wid = "W0001"
+    _submit(engine, schema, first.id, wid, a, answers_for(schema, 0))
+    second = create_campaign(engine, name="second", overlap=1)
+    _submit(engine, schema, second.id, wid, b, answers_for(schema, 1))
+    assert work_history(engine, wid)["verdicts"][0]["outcome"] == "disputed"
+    edit_label(engine, LabelSubmission(
+        campaign_id=first.id, work_id=wid, user_id=a, answers=answers_for(schema, 1),
+        submission_id="a-edit", schema_hash=schema.hash, scores_visible=True, model_version="m",
+        time_on_item_ms=1), schema=schema)  # fmt: skip
+    history = work_history(engine, wid)
+    assert history["final_answers"] == answers_for(schema, 1)
+    assert history["verdicts"][0]["outcome"] == "corroborated"
+    assert [e["act"] for e in history["events"]] == [
+        ACT_RULE, ACT_CROSS_DISPUTE, ACT_RULE, ACT_CORROBORATION]  # fmt: skip
+    assert not [v for v in disputed_works(engine) if v.work_id == wid]
