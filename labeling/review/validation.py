@@ -312,7 +312,7 @@ def reevaluate_work(
         raise ValidationError(f"unknown work {work_id}")
     state = WorkState.of(row)
     questions = campaign_questions(campaign, schema)
-    if _gold_check(session, campaign.id, work_id) and state.is_gold:
+    if state.is_gold and _gold_check(session, campaign.id, work_id):
         # A gold check tests the annotator against the gold answer; it never changes it.
         return Settlement(state.status, Verdict(state.status, None, "gold check"))
     labels = current_answers(session, campaign.id, work_id)
