@@ -24,8 +24,10 @@ STATUS_FILTERS = ("validated", "labelled", "all")
 VIA_CAMPAIGN = re.compile(r"^rule:([a-z]+:k=\d+):c(\d+)$")
 PSEUDONYM_KEY_TAG = b"labeling-pseudonym-key-v1"
 # (column, kind): kind is str, int, float, bool, list (of str) or, for answers, by question.
-BASE_COLUMNS = [("work_id", "str"), ("doi", "str"), ("title", "str"), ("year", "int"),
-                ("status", "str")]  # fmt: skip
+# human_status, right after the id: the human outcome, never to be confused with the frame's
+# prediction_status and validation_status, which ship verbatim with the machine columns.
+BASE_COLUMNS = [("work_id", "str"), ("human_status", "str"), ("doi", "str"), ("title", "str"),
+                ("year", "int")]  # fmt: skip
 PROVENANCE_COLUMNS = [
     ("validation_method", "str"),
     ("validation_rule", "str"),

@@ -29,6 +29,7 @@ from sqlalchemy.exc import SQLAlchemyError
 import labeling
 from db.engine import is_sqlite, write_session
 from db.models import Export, utcnow
+from labeling.export.column_docs import described, described_long, preview_order
 from labeling.export.csv_cells import FORMULA_START, neutralise, neutralised
 from labeling.export.definitions import (
     LONG_COLUMNS,
@@ -83,7 +84,8 @@ class ExportResult:
 
 @dataclass
 class ExportPreview:
-    """Counts per status of the matching works and the first rows of the gold set."""
+    """Counts per status of the matching works and the first rows of the gold set (columns:
+    the order to show them in, the work and its human answers first)."""
 
     counts: dict[str, int]
     total: int
@@ -324,7 +326,7 @@ def write_gold(
         with closing(iter_tables_parallel(engine, plan)) as chunks:
             for chunk in chunks:
                 main.write(chunk.table)
-                for entry in pc.value_counts(chunk.table["status"]).to_pylist():
+                for entry in pc.value_counts(chunk.table["human_status"]).to_pylist():
                     counts[entry["values"]] += entry["counts"]
                 if side is not None:
                     side.write_rows(chunk.labels)
@@ -374,12 +376,12 @@ def _manifest(result: ExportResult, plan: ExportPlan, design: str, size: int) ->
         "schema": {"version": schema.version, "hash": schema.hash, "path": schema.path,
                    "teachers": list(schema.teachers),
                    "questions": [q.name for q in plan.questions]},
-        "columns": [{"name": c, "type": k} for c, k in plan.columns],
+        "columns": described(plan.columns, schema, plan.questions),
         "order": "work_id ascending",
         "sample_design": design,
         "labels_file": None if result.long_path is None else {
             "file": Path(result.long_path).name, "sha256": result.long_sha256,
-            "row_count": result.long_rows,
+            "row_count": result.long_rows, "columns": described_long(LONG_COLUMNS),
             "content": "the current (latest, non-skipped) label of each annotator per work and "
                        "campaign, one row per question; importable with labeling import-labels",
         },
@@ -441,5 +443,6 @@ def preview_gold(engine: Engine, plan: ExportPlan, *, limit: int = 20) -> Export
             rows.extend(chunk.table.to_pylist())
             break
         chunks.close()
-    return ExportPreview(counts=counts, total=sum(counts.values()),
-                         columns=[c for c, _ in plan.columns], rows=rows[:limit])  # fmt: skip
+    order = preview_order(plan.columns, plan.questions)
+    return ExportPreview(counts=counts, total=sum(counts.values()), columns=order,
+                         rows=rows[:limit])  # fmt: skip

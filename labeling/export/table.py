@@ -136,7 +136,7 @@ def _context(conn: Connection, plan: ExportPlan) -> _Context:
     mplan = machine_plan(schema)
     machine = [c for c, _ in call_columns(schema, questions) + SCORE_COLUMNS
                if c not in SCORE_FROM_WORK]  # fmt: skip
-    human = ["status", *(f"human_{q.name}" for q in questions), *_VALIDATION]
+    human = ["human_status", *(f"human_{q.name}" for q in questions), *_VALIDATION]
     return _Context(
         schema, questions, names, campaigns, sample_ids, campaign_id, pseudonymizer, mplan,
         machine_hash(schema),
@@ -195,7 +195,7 @@ def _human(ctx: _Context, status: str, final: str | None, via: str | None) -> di
     validated = status == STATUS_VALIDATED
     answers = orjson.loads(final) if validated and final else {}
     answers = answers if isinstance(answers, dict) else {}
-    out: dict[str, Any] = {"status": status}
+    out: dict[str, Any] = {"human_status": status}
     out.update({f"human_{q.name}": _ANSWER[q.kind](answers.get(q.name)) for q in ctx.questions})
     out.update(validation_fields(ctx.campaigns, ctx.pseudo, via if validated else None))
     return out
