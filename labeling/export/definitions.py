@@ -40,6 +40,9 @@ PROVENANCE_COLUMNS = [
     ("corroborated_by", "list"),
     ("n_labels", "int"),
     ("annotators", "list"),
+    # Flags on those labels (skips included): how many, and each as "annotator: note".
+    ("flags", "int"),
+    ("flag_notes", "list"),
     ("agreement", "float"),
     ("first_labelled_at", "str"),
     ("last_labelled_at", "str"),
@@ -63,6 +66,7 @@ LONG_COLUMNS = [
     ("model_version", "str"),
     ("scores_visible", "bool"),
     ("schema_hash", "str"),
+    ("flagged", "bool"),
 ]
 _ARROW = {"str": pa.string(), "answer": pa.string(), "int": pa.int64(), "float": pa.float64(),
           "bool": pa.bool_(), "list": pa.list_(pa.string())}  # fmt: skip
@@ -278,6 +282,6 @@ def long_rows(
                 "note": lab.note, "campaign": campaigns[lab.campaign_id].name,
                 "version": lab.version, "time_on_item_ms": lab.time_on_item_ms,
                 "model_version": lab.model_version, "scores_visible": lab.scores_visible,
-                "schema_hash": lab.schema_hash,
+                "schema_hash": lab.schema_hash, "flagged": lab.flagged,
             })  # fmt: skip
     return out

@@ -17,10 +17,12 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlalchemy import Connection, Integer, Text, cast, func, select
+from sqlalchemy import Connection, Integer, Text, cast, exists, func, select
+from sqlalchemy.orm import aliased
 
 from db.models import Label
 from labeling.export.definitions import long_rows
+from labeling.review.flags import flag_note
 from labeling.schema import Question
 
 
@@ -181,6 +183,7 @@ def long_labels(
             Label.model_version,
             Label.scores_visible,
             Label.schema_hash,
+            Label.flagged,
         )  # fmt: skip
         .where(Label.work_id >= ids[0], Label.work_id <= ids[-1])
         .order_by(Label.work_id, Label.campaign_id, Label.user_id, Label.version)
@@ -203,3 +206,39 @@ def long_labels(
         )
         out.extend(long_rows(questions, campaigns, names, wid, labs))
     return out
+
+
+def flag_columns(
+    conn: Connection,
+    campaigns: dict[int, Any],
+    names: dict[int, str | None],
+    campaign_id: int | None,
+    ids: list[str],
+) -> dict[str, pa.Array]:
+    """`flags` (how many current labels of each work are flagged, skips included) and
+    `flag_notes` ("annotator: note" of each, by campaign name and annotator) of a chunk's
+    works (ids, sorted)."""
+    later = aliased(Label)
+    query = select(Label.work_id, Label.campaign_id, Label.user_id, Label.note).where(
+        Label.work_id >= ids[0],
+        Label.work_id <= ids[-1],
+        Label.flagged.is_(True),
+        # Flags are rare: the newer-version check runs on the flagged rows only.
+        ~exists().where(
+            later.campaign_id == Label.campaign_id,
+            later.work_id == Label.work_id,
+            later.user_id == Label.user_id,
+            later.version > Label.version,
+        ),
+    )
+    if campaign_id is not None:
+        query = query.where(Label.campaign_id == campaign_id)
+    found: dict[str, list[tuple[str, str, str]]] = {}
+    for wid, cid, uid, note in conn.execute(query):
+        who = names.get(uid) or ""
+        found.setdefault(wid, []).append((campaigns[cid].name, who, f"{who}: {flag_note(note)}"))
+    notes = [[text for *_, text in sorted(found.get(w, []))] for w in ids]
+    return {
+        "flags": pa.array([len(n) for n in notes], pa.int64()),
+        "flag_notes": pa.array(notes, pa.list_(pa.string())),
+    }

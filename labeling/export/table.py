@@ -31,7 +31,7 @@ from labeling.export.definitions import (
     current_columns,
     validation_fields,
 )
-from labeling.export.label_columns import by_distinct, current_labels, long_labels
+from labeling.export.label_columns import by_distinct, current_labels, flag_columns, long_labels
 from labeling.export.plan import ExportPlan
 from labeling.export.summaries import label_columns, stored, summarise
 from labeling.frames.machine_columns import (
@@ -184,6 +184,7 @@ def _chunk(conn: Connection, ctx: _Context, rows: Any, with_labels: bool) -> Gol
     cols.update({col + CURRENT: now[col] for col in ctx.current})
     cols.update(_samples(conn, ctx, ids))
     cols.update(_verdicts(conn, ctx, ids, statuses))
+    cols.update(flag_columns(conn, ctx.campaigns, ctx.names, ctx.campaign_id, ids))
     table = pa.table({f.name: cols[f.name] for f in ctx.schema_arrow}, schema=ctx.schema_arrow)
     long = (long_labels(conn, ctx.questions, ctx.campaigns, ctx.names, ctx.campaign_id, ids)
             if with_labels else [])  # fmt: skip

@@ -1,14 +1,15 @@
 """The adjudicate page's server side: the dispute shown, and the one function applying an action.
 
-The browser handles the keys (options, J/K, the reason) and sends one action at a time. A
+The browser handles the keys (options, J/K, F, the reason) and sends one action at a time. A
 question without a majority starts empty ("no majority"): an adjudication leaving one so is
-refused with a message, never stored as "no category".
+refused with a message, never stored as "no category". The screen lists the disputed works,
+or (the "filter" action, F) the flagged ones (review.flags), which need not be disputed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import Engine
@@ -16,6 +17,7 @@ from sqlalchemy import Engine
 from labeling.abstracts.cache import AbstractState
 from labeling.review import disputes
 from labeling.review.campaigns import CampaignInfo, list_campaigns
+from labeling.review.flags import current_flags, flagged_works
 from labeling.review.flow import abstract_of
 from labeling.review.validation import (
     AlreadySettled,
@@ -29,7 +31,9 @@ from labeling.schema import Question, Schema
 from labeling.settings import Settings
 from labeling.stats.majority import NO_MAJORITY
 
-ACTIONS = ("adjudicate", "move", "campaign")
+ACTIONS = ("adjudicate", "move", "campaign", "filter")
+DISPUTED, FLAGGED = "disputed", "flagged"
+KINDS = (DISPUTED, FLAGGED)  # what the screen lists: disputed works, or flagged works
 
 
 @dataclass
@@ -38,6 +42,7 @@ class DisputeScreen:
 
     user_id: int
     campaign: int = 0  # 0: every campaign
+    kind: str = DISPUTED  # one of KINDS
     index: int = 0
     campaigns: list[CampaignInfo] = field(default_factory=list)
     queue: list[disputes.DisputeView] = field(default_factory=list)
@@ -101,13 +106,24 @@ def _load(
     screen.campaigns = list_campaigns(engine)
     if screen.campaign not in {0, *(c.id for c in screen.campaigns)}:
         screen.campaign, screen.index = 0, 0
-    screen.queue = disputes.disputed_works(engine, screen.campaign or None)
+    screen.queue = _queue(engine, screen.kind, screen.campaign or None)
     screen.index = min(screen.index, max(len(screen.queue) - 1, 0))
     screen.view = screen.queue[screen.index] if screen.queue else None
     screen.questions = _questions(screen, screen.view, schema) if screen.view else []
     view = screen.view
     screen.abstract = abstract_of(engine, view.work_id, settings=settings) if view else None
     return screen
+
+
+def _queue(engine: Engine, kind: str, campaign: int | None) -> list[disputes.DisputeView]:
+    """The works listed: flagged ones, or disputed ones with their flags, if any."""
+    if kind == FLAGGED:
+        return flagged_works(engine, campaign)
+    queue = disputes.disputed_works(engine, campaign)
+    notes: dict[str, list[str]] = {}
+    for flag in current_flags(engine, campaign):
+        notes.setdefault(flag.work_id, []).append(flag.text)
+    return [replace(v, flags=tuple(notes[v.work_id])) if v.work_id in notes else v for v in queue]
 
 
 def _text(payload: Mapping[str, Any], name: str) -> str:
@@ -125,7 +141,8 @@ def _adjudicate(
     if view is None or work_id != view.work_id:
         screen.message = (
             "warning",
-            f"{work_id} is no longer the dispute shown: last changed by "
+            f"{work_id} is no longer the {'work' if screen.kind == FLAGGED else 'dispute'} "
+            f"shown: last changed by "
             f"{last_act(engine, work_id)}; nothing was recorded.",
         )
         return False
@@ -194,8 +211,16 @@ def apply_dispute_action(
             if isinstance(cid, bool) or not isinstance(cid, int):
                 raise ValueError("the campaign action needs a whole-number 'campaign_id'")
             screen.campaign, screen.index, screen.ack_ok = cid, 0, True
+        elif kind == "filter":
+            wanted = payload.get("show")
+            if wanted not in KINDS:
+                raise ValueError(f"'show' must be one of {', '.join(KINDS)}")
+            screen.kind, screen.index, screen.ack_ok = wanted, 0, True
         else:
             screen.ack_ok = _adjudicate(engine, screen, payload, schema)
+            if screen.ack_ok and screen.kind == FLAGGED:
+                # A flagged work stays listed once adjudicated (its flag stands): go on.
+                screen.index = (screen.index + 1) % max(len(screen.queue), 1)
     except ValueError as exc:
         screen.message = ("error", f"The page sent an action the server cannot use: {exc}.")
         screen.ack_ok = False

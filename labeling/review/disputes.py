@@ -39,6 +39,10 @@ class DisputeView:
     across: bool = False
     note: str | None = None
     weighed: tuple[str, ...] = ()
+    # A flagged work (review.flags): each flag as "annotator: note", and the work's status
+    # (a flagged work need not be disputed).
+    flags: tuple[str, ...] = ()
+    status: str | None = None
 
     @property
     def n_labels(self) -> int:
@@ -133,7 +137,7 @@ def dispute_table(view: DisputeView, questions: Sequence[Question]) -> pd.DataFr
     return pd.DataFrame(rows, columns=["question", *view.answers, "disagree", "majority"])
 
 
-def _latest_labels(campaign_id: int | None, work_ids: Sequence[str]) -> Any:
+def latest_labels(campaign_id: int | None, work_ids: Sequence[str]) -> Any:
     """Each annotator's latest label version on the given works (in one campaign or any)."""
     latest = select(
         Label.campaign_id, Label.work_id, Label.user_id, func.max(Label.version).label("v")
@@ -175,7 +179,7 @@ def disputed_works(engine: Engine, campaign: int | None = None) -> list[DisputeV
         labels: list[Any] = []
         ids = [w.id for w in works]
         for i in range(0, len(ids), 500):
-            labels += session.execute(_latest_labels(campaign, ids[i : i + 500])).all()
+            labels += session.execute(latest_labels(campaign, ids[i : i + 500])).all()
     last_campaign: dict[str, int] = {}
     for row in labels:  # ordered by label id: the last one wins
         last_campaign[row.work_id] = row.campaign_id
@@ -237,7 +241,7 @@ def cross_disputed_works(engine: Engine, campaign: int | None = None) -> list[Di
             )
         }
         names = dict(session.execute(select(Campaign.id, Campaign.name)).all())
-        labels = session.execute(_latest_labels(None, ids)).all()
+        labels = session.execute(latest_labels(None, ids)).all()
     out = []
     for row in rows:
         w = works.get(row.work_id)

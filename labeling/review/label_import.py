@@ -407,8 +407,8 @@ def import_labels(
         engine: the database.
         path: .csv or .jsonl (optionally .gz) or .parquet, with columns work_id, annotator,
             question, value and optional campaign, version, created_at, confidence, note,
-            time_on_item_ms, model_version, scores_visible, schema_hash (an export's --long
-            file has them all). Value: a label name (single), yes/no (binary), ";"-separated
+            time_on_item_ms, model_version, scores_visible, schema_hash, flagged (an export's
+            --long file has them all). Value: a label name (single), yes/no (binary), ";"-separated
             label names (multi; empty = none chosen).
         schema: the label schema.
         campaign: name or id of the one campaign to file every label under (created if

@@ -248,5 +248,6 @@ def label_fields(row: Row) -> dict[str, Any]:
         "model_version": text_cell(row, "model_version", limit=128),
         "scores_visible": flag_cell(row, "scores_visible"),
         "schema_hash": text_cell(row, "schema_hash", limit=64),
+        "flagged": flag_cell(row, "flagged"),  # an export's --long file round-trips its flags
     }
     return {k: v for k, v in values.items() if v is not None}

@@ -1,14 +1,22 @@
-"""The adjudicate form: a disputed work's card, the answers side by side and the final answer.
+"""The adjudicate form: a disputed (or flagged) work's card, the answers side by side and the
+final answer.
 
-assets/adjudicate_form.js handles the keys (options, J/K next/previous, Tab to the reason,
-Enter) and sends one "action" trigger at a time.
+assets/adjudicate_form.js handles the keys (options, J/K next/previous, F disputed/flagged
+works, Tab to the reason, Enter) and sends one "action" trigger at a time.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from labeling.review.adjudication import NO_MAJORITY, DisputeScreen, prefill_for, side_by_side
+from labeling.review.adjudication import (
+    DISPUTED,
+    FLAGGED,
+    NO_MAJORITY,
+    DisputeScreen,
+    prefill_for,
+    side_by_side,
+)
 from labeling.review.card import build_card
 from labeling.review.flow import question_keys
 from labeling.schema import Schema
@@ -16,7 +24,7 @@ from ui.components import component
 from ui.components.card_data import card_data, details_data, questions_data, teachers_data
 
 KEY = "adj_form"
-NAV_KEYS = {"J", "K"}
+NAV_KEYS = {"J", "K", "F"}  # next, previous, disputed/flagged: never a question's key
 _mount = component("adjudicate_form")
 
 
@@ -31,6 +39,11 @@ def form_data(screen: DisputeScreen, schema: Schema) -> dict[str, Any]:
         "campaigns": [{"id": 0, "name": "Every campaign"}]
         + [{"id": c.id, "name": c.name} for c in screen.campaigns],
         "campaign": screen.campaign,
+        "kinds": [
+            {"id": DISPUTED, "name": "Disputed works"},
+            {"id": FLAGGED, "name": "Flagged works"},
+        ],
+        "kind": screen.kind,
         "total": len(screen.queue),
         "index": screen.index,
         "no_majority": NO_MAJORITY,
@@ -54,6 +67,8 @@ def form_data(screen: DisputeScreen, schema: Schema) -> dict[str, Any]:
         "rows": side_by_side(view, questions),
         "prefill": prefill_for(view, questions),
         "note": view.note,
+        "flags": list(view.flags),
+        "status": view.status,
         "questions": questions_data(questions, keys),
         "card": shown,
         "teachers": teachers_data(card, questions),

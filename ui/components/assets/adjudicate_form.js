@@ -1,7 +1,8 @@
 // The adjudicate form: a disputed work's card, the annotators' answers side by side, and the
-// final answer, by keyboard. Options by digits, J/K next/previous dispute, Tab to the reason,
-// Enter adjudicates (refused while a question has no majority). One action trigger at a time;
-// keys typed while it is on its way are replayed on what the server shows next.
+// final answer, by keyboard. Options by digits, J/K next/previous work, F disputed or flagged
+// works, Tab to the reason, Enter adjudicates (refused while a question has no majority). One
+// action trigger at a time; keys typed while it is on its way are replayed on what the server
+// shows next.
 import {
   add, button, el, isTextField, letterOf, listen, newId, optionIndex, optionKey, origin,
   reveal, snapshot,
@@ -101,6 +102,11 @@ function handle(k, live) {
     return true;
   }
   const letter = letterOf(k);
+  if (letter === "F") {  // the other list: flagged works, or disputed ones
+    send("filter", { show: d.kind === "flagged" ? "disputed" : "flagged" });
+    paintForm(false);
+    return true;
+  }
   if ((letter === "J" || letter === "K") && d.total > 1) {
     send("move", { step: letter === "J" ? 1 : -1 });
     paintForm(false);
@@ -167,12 +173,29 @@ function paintTop() {
     pick.blur();
     if (!S.pending) send("campaign", { campaign_id: Number(pick.value) });
   });
-  add(top, el("span", "lf-muted", "Campaign"), pick);
+  const kind = el("select", "lf-campaign af-kind");
+  kind.title = "Works listed (F)";
+  for (const c of d.kinds) {
+    const opt = el("option", null, c.name);
+    opt.value = c.id;
+    opt.selected = c.id === d.kind;
+    kind.appendChild(opt);
+  }
+  kind.addEventListener("change", () => {
+    kind.blur();
+    if (!S.pending) send("filter", { show: kind.value });
+  });
+  add(top, el("span", "lf-muted", "Campaign"), pick, el("span", "lf-muted", "Show (F)"), kind);
   if (d.state === "work") {
+    const flagged = d.kind === "flagged";
     const skipped = d.skipped.length ? ` · skipped by ${d.skipped.join(", ")}` : "";
-    add(top, el("span", "af-where", `Disputed work ${d.index + 1} of ${d.total} · ${d.work_id}`
-                + ` · ${d.n_labels} labels${skipped}`));
-    if (d.note) add(top, el("span", "af-note", `Dispute across campaigns: ${d.note}`));
+    const status = flagged && d.status ? ` · ${d.status}` : "";
+    add(top, el("span", "af-where", `${flagged ? "Flagged" : "Disputed"} work ${d.index + 1} of `
+                + `${d.total} · ${d.work_id}${status} · ${d.n_labels} labels${skipped}`));
+    for (const f of d.flags) add(top, el("span", "af-note af-flag", `Flagged by ${f}`));
+    if (d.note) {
+      add(top, el("span", "af-note", flagged ? d.note : `Dispute across campaigns: ${d.note}`));
+    }
     add(top, button("lf-btn lf-small-btn", "← Previous (K)", () => {
       if (!S.pending) send("move", { step: -1 }); }));
     add(top, button("lf-btn lf-small-btn", "Next (J) →", () => {
@@ -211,7 +234,8 @@ function paintForm(revealActive) {
   add(form, el("div", "lf-msg" + (m ? ` lf-${m.kind}` : ""), m ? m.text : ""));
   const cur = current();
   if (!cur) {
-    add(form, el("p", "lf-success", "No disputed work to adjudicate here."));
+    add(form, el("p", "lf-success", d.kind === "flagged" ? "No flagged work here."
+      : "No disputed work to adjudicate here."));
   } else {
     add(form, el("div", "lf-label", "Answers side by side"), sideBySide(d),
         el("div", "lf-label af-final", "Final answer (starts from the majority)"));
@@ -247,7 +271,7 @@ function paintForm(revealActive) {
                              settle(); paintForm(false); }));
     add(form, reason, row, el("div", "lf-keys", "Keys: " + cur.questions.map((q) => q.key)
       .filter(Boolean).join(" ") + " or ↑/↓ question · 1–9, 0, ⇧1… option · Tab reason · "
-      + "Enter adjudicate · J next · K previous"));
+      + "Enter adjudicate · J next · K previous · F disputed/flagged works"));
   }
   const typing = S.ui.reasonFocus;
   S.parts.form.replaceWith(form);
