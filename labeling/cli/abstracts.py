@@ -23,7 +23,13 @@ def abstracts() -> None:
 
 @abstracts.command("prefetch")
 @click.option("--campaign", help="Warm the next works of this campaign's queue.")
-@click.option("--limit", type=count_range(), default=500, show_default=True)
+@click.option(
+    "--limit",
+    type=count_range(),
+    default=500,
+    show_default=True,
+    help="With --campaign: how many of the next works.",
+)
 @click.option("--ids", help="Comma-separated work ids instead of a campaign.")
 @click.pass_obj
 def abstracts_prefetch(obj: Context, campaign: str | None, limit: int, ids: str | None) -> None:

@@ -75,6 +75,21 @@ def _num(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def _packed(head: str, parts: list[str]) -> list[str]:
+    """`head` then the parts, two spaces apart, on lines of at most WIDTH characters (the
+    parts that do not fit go on indented lines below)."""
+    from labeling.reports.text import WIDTH
+
+    lines, line = [], head
+    for part in parts:
+        if len(line) + 2 + len(part) > WIDTH and line.strip():
+            lines.append(line)
+            line = " " * 6
+        line = f"{line}  {part}" if line.strip() else f"{line}{part}"
+    lines.append(line)
+    return lines
+
+
 def _validation(v: dict[str, Any]) -> str:
     """The --validate outcome as one paragraph."""
     if "note" in v:
@@ -89,6 +104,7 @@ def _validation(v: dict[str, Any]) -> str:
 
 def _text(report: dict[str, Any]) -> str:
     """The report as plain text: annotators, per question, then one line per work."""
+    from labeling.reports.text import wrap
     from labeling.stats.majority import NO_MAJORITY
 
     lines = [
@@ -104,9 +120,12 @@ def _text(report: dict[str, Any]) -> str:
     if not report["works"]:
         lines.append("no labels yet")
         return "\n".join(lines)
-    lines.append(
-        "\nannotator accuracy (mean probability that an answer is the true one; "
-        "majority: share equal to the majority answer, on works with one), n answers:"
+    lines.append("")
+    lines.extend(
+        wrap(
+            "annotator accuracy (mean probability that an answer is the true one; "
+            "majority: share equal to the majority answer, on works with one), n answers:"
+        )
     )
     names = list(report["questions"])
     lines.append(
@@ -138,7 +157,7 @@ def _text(report: dict[str, Any]) -> str:
                 else:
                     shown = (";".join(ans) if isinstance(ans, list) else str(ans)) or "(none)"
                 parts.append(f"{q}={shown} ({_num(w['posteriors'][q])})")
-        lines.append(f"  {w['work_id']}  n={w['n_labels']}  " + "  ".join(parts))
+        lines.extend(_packed(f"  {w['work_id']}  n={w['n_labels']}", parts))
     unsettled = [
         q if "labels" not in b else f"{q}: {lab}"
         for q, b in report["questions"].items()

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from labeling.cli.context import Context
+from labeling.reports.text import wrap
 
 
 def register(main: click.Group) -> None:
@@ -35,8 +36,11 @@ def backup(obj: Context, path: Path, force: bool) -> None:
 
     # A BackupError (a path or database that cannot be used) exits 2: cli/errors.py.
     res = backup_sqlite(obj.settings.database_url, path, force=force, timeout=_timeout(obj))
-    click.echo(f"backed up {res.source} to {res.target}: {res.pages} pages, revision "
-               f"{res.revision}, {_counts(res.counts)}")  # fmt: skip
+    done = (
+        f"backed up {res.source} to {res.target}: {res.pages} pages, revision "
+        f"{res.revision}, {_counts(res.counts)}"
+    )
+    click.echo("\n".join(wrap(done)))
 
 
 @click.command()
@@ -51,5 +55,8 @@ def restore(obj: Context, path: Path, force: bool) -> None:
     from db.engine import current_revision
 
     engine = obj.engine  # migrates a backup from an older version and rebuilds indexes
-    click.echo(f"restored {res.source} into {res.target}: revision {res.revision} -> "
-               f"{current_revision(engine)}, {_counts(res.counts)}")  # fmt: skip
+    done = (
+        f"restored {res.source} into {res.target}: revision {res.revision} -> "
+        f"{current_revision(engine)}, {_counts(res.counts)}"
+    )
+    click.echo("\n".join(wrap(done)))

@@ -27,7 +27,13 @@ def campaigns() -> None:
 
 @campaigns.command("create")
 @click.argument("name")
-@click.option("--strategy", type=click.Choice(STRATEGIES), default="score_max", show_default=True)
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default="score_max",
+    show_default=True,
+    help="Queue order by a machine score, or a probability sample (random, stratified).",
+)
 @click.option(
     "--overlap",
     "-k",
@@ -50,6 +56,7 @@ def campaigns() -> None:
     type=FiniteFloatRange(0.1, MAX_LEASE_MINUTES),
     default=15.0,
     show_default=True,
+    help="How long a claimed work stays with its annotator before it is served again.",
 )
 @click.option("--sample-size", "-n", type=count_range(), help="n for random/stratified.")
 @click.option(
@@ -59,7 +66,13 @@ def campaigns() -> None:
     help="Stratified: proportional, equal, or a number per stratum.",
 )
 @click.option("--bins", help="Stratified: score_max bin edges, e.g. 0,0.1,0.5,1.")
-@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=SEED,
+    default=0,
+    show_default=True,
+    help="Seed of the sample draw and of the assist arms (the same seed, the same draw).",
+)
 @click.option(
     "--rule",
     type=click.Choice(["unanimous", "majority", "dawid-skene"]),
@@ -73,7 +86,13 @@ def campaigns() -> None:
     type=FiniteFloatRange(0.5, 1, min_open=True),
     help="The dawid-skene rule's threshold P (default 0.95).",
 )
-@click.option("--gold-rate", type=FiniteFloatRange(0, 1), default=0.0, show_default=True)
+@click.option(
+    "--gold-rate",
+    type=FiniteFloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Probability of offering a gold (validated) work as a check instead of the next one.",
+)
 @click.option(
     "--filter",
     "filter_json",
@@ -121,10 +140,16 @@ def campaigns_create(obj: Context, name: str, strategy: str, overlap: int, blind
 @campaigns.command("list")
 @click.pass_obj
 def campaigns_list(obj: Context) -> None:
-    """List campaigns with their progress."""
+    """List campaigns, newest first: id, name, strategy, k, works done of all, state."""
     from labeling.review.campaigns import list_campaigns
 
-    for c in list_campaigns(obj.engine):
+    found = list_campaigns(obj.engine)
+    if not found:
+        click.echo("no campaigns (see `labeling campaigns create --help`)")
+        return
+    # Tab-separated for scripts, under one header: k = labels each work needs.
+    click.echo("id\tname\tstrategy\tk\tdone/works\tstate")
+    for c in found:
         state = "active" if c.active else "closed"
         click.echo(f"{c.id}\t{c.name}\t{c.strategy}\tk={c.overlap}\t{c.n_done}/{c.n_items}\t"
                    f"{state}")  # fmt: skip

@@ -89,6 +89,10 @@ def export(obj: Context, fmt: str, out: Path, status: str, campaign: str | None,
     )  # fmt: skip
     schema = obj.schema()
     engine = obj.engine
+    if campaign is not None:
+        from labeling.review.campaigns import get_campaign
+
+        get_campaign(engine, campaign)  # an unknown name: exit 2, naming the closest one
     user_id = None
     if user_name:
         with engine.connect() as conn:

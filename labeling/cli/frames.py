@@ -122,8 +122,16 @@ def demo(obj: Context, reset: bool, force: bool) -> None:
 
 @click.command()
 @click.option("--n", "n", type=count_range(), required=True, help="Number of records.")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
-@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The frame file to write (JSON Lines; .gz compresses it).",
+)
+@click.option(
+    "--seed", type=SEED, default=0, show_default=True, help="The same seed writes the same frame."
+)
 @click.pass_obj
 def synth(obj: Context, n: int, out: Path, seed: int) -> None:
     """Write a synthetic seed-shaped frame (deterministic for a seed), for benchmarks."""

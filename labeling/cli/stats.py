@@ -9,6 +9,7 @@ import click
 
 from labeling.cli.context import Context
 from labeling.cli.ranges import MAX_BOOTSTRAP, SEED, FiniteFloatRange, count_range
+from labeling.reports.text import estimate_lines, machine_lines, num, plan_lines, wrap
 
 
 def register(main: click.Group) -> None:
@@ -23,8 +24,20 @@ def register(main: click.Group) -> None:
 @click.command()
 @click.option("--campaign", help="One campaign (default: every label).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.option("--n-boot", type=count_range(0, MAX_BOOTSTRAP), default=200, show_default=True)
-@click.option("--seed", type=SEED, default=0, show_default=True)
+@click.option(
+    "--n-boot",
+    type=count_range(0, MAX_BOOTSTRAP),
+    default=200,
+    show_default=True,
+    help="Bootstrap replicates (resampling works) for the intervals; 0: no intervals.",
+)
+@click.option(
+    "--seed",
+    type=SEED,
+    default=0,
+    show_default=True,
+    help="Seed of the bootstrap's random draws (the same seed gives the same intervals).",
+)
 @click.option(
     "--min-pair-n",
     type=count_range(2),
@@ -54,23 +67,36 @@ def _fmt(v: float | None) -> str:
     return "   -  " if v is None else f"{v:6.3f}"
 
 
-def _ci(ci: list[float] | None) -> str:
-    """A 95% interval in brackets, or nothing."""
-    return "" if not ci else f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+def _ci(
+    ci: list[float] | None, reason: str | None = None, notes: dict[str, int] | None = None
+) -> str:
+    """A 95% interval in brackets, or a note numbered in `notes` saying why there is none."""
+    if ci:
+        return f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+    if not reason or notes is None:
+        return ""
+    return f" [no CI {notes.setdefault(reason, len(notes) + 1)}]"
 
 
 def _agreement_table(report: dict[str, Any]) -> str:
     """The agreement report as a text table, then the pairs and the pairs left out."""
+    where = f"campaign {report['campaign']}" if report.get("campaign") else "any campaign"
+    if not any(q["n_labels"] for q in report["questions"].values()):
+        return f"no labels in {where} yet: no agreement to measure"
     lines = [f"{'question / label':44} {'works':>6} {'labels':>6}  alpha (95% CI)          "
              f"fleiss  AC1     %agree"]  # fmt: skip
+    missing: dict[str, int] = {}  # why an interval is left out -> its note's number
     for name, q in report["questions"].items():
         rows = [(name, q)] + [(f"  {lab}", v) for lab, v in q.get("labels", {}).items()]
         for title, r in rows:
+            ci = _ci(r["alpha_ci"], r.get("alpha_ci_reason"), missing)
             lines.append(
                 f"{title[:44]:44} {r['n_works']:6d} {r['n_labels']:6d}  "
-                f"{_fmt(r['krippendorff_alpha'])}{_ci(r['alpha_ci']):18} "
+                f"{_fmt(r['krippendorff_alpha'])}{ci:18} "
                 f"{_fmt(r['fleiss_kappa'])} {_fmt(r['gwet_ac1'])} {_fmt(r['percent_agreement'])}"
             )
+    for reason, i in missing.items():
+        lines.append(f"[no CI {i}]: {reason}")
     if report["pairs"]:
         lines.append(
             "\nCohen's kappa per pair of annotators (question, n common works; "
@@ -99,19 +125,7 @@ def estimates(obj: Context, campaign: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report, indent=2, allow_nan=False, default=str))
         return
-    if not report["estimable"]:
-        click.echo(f"{report['campaign']}: {report['reason']}")
-        return
-    click.echo(
-        f"{report['campaign']}: frame of {report['population']} works, "
-        f"{report['n_validated']} of {report['n_sampled']} sampled works validated"
-    )
-    click.echo(f"({report['assumption']})")
-    for qname, q in report["questions"].items():
-        for label, e in q["labels"].items():
-            est = "   -  " if e["estimate"] is None else f"{e['estimate']:6.3f}"
-            ci = "" if e["lo"] is None else f" [{e['lo']:.3f}, {e['hi']:.3f}]"
-            click.echo(f"  {qname:15} {label[:40]:40} {est}{ci:18} n={e['n']}")
+    click.echo("\n".join(estimate_lines(report)))
 
 
 @click.command()
@@ -123,8 +137,10 @@ def machines(obj: Context, campaign: str | None, as_json: bool) -> None:
     from labeling.reports.evaluation import machine_report
 
     report = machine_report(obj.engine, obj.schema(), campaign)
-    click.echo(json.dumps(report, indent=None if not as_json else 2, allow_nan=False,
-                          default=str))  # fmt: skip
+    if as_json:
+        click.echo(json.dumps(report, indent=2, allow_nan=False, default=str))
+        return
+    click.echo("\n".join(machine_lines(report)))
 
 
 @click.command()
@@ -163,12 +179,7 @@ def plan(
     if as_json:
         click.echo(json.dumps(report, indent=2, allow_nan=False))
         return
-    click.echo(plan_sentence(report))
-    for p in report["plans"]:
-        now = "   -  " if p["half_width_now"] is None else f"{p['half_width_now']:6.3f}"
-        per = ", ".join(f"{r['stratum']} {r['more']}" for r in p["strata"] if r["more"])
-        click.echo(f"  {p['question']:15} {p['label'][:36]:36} now +-{now}  "
-                   f"more {p['more']:6d}  {per}")  # fmt: skip
+    click.echo("\n".join(plan_lines(report, plan_sentence(report))))
 
 
 @click.command()
@@ -184,27 +195,46 @@ def anchoring(obj: Context, campaign: str, as_json: bool) -> None:
         click.echo(json.dumps(report, indent=2, allow_nan=False))
         return
     arms = report["arms"]
-    click.echo(f"{report['campaign']}: scores shown before submit to a share "
-               f"{report['assist_rate']:g} of assignments; first answers: {arms['shown']} "
-               f"shown, {arms['hidden']} hidden")  # fmt: skip
+    lines = wrap(
+        f"{report['campaign']}: scores shown before submit to a share "
+        f"{report['assist_rate']:g} of assignments; first answers: {arms['shown']} "
+        f"shown, {arms['hidden']} hidden"
+    )
     if report["note"]:
-        click.echo(report["note"])
+        lines.extend(wrap(report["note"]))
+    if not arms["shown"] + arms["hidden"]:
+        click.echo("\n".join(lines))
+        return
+    lines.append(
+        f"  {'question':15} {'agreement of first answers':27} {'shown (n)':14} "
+        f"{'hidden (n)':14} difference [95% CI], p"
+    )
+    too_few = False
     for qname, q in report["questions"].items():
         against = [(f"{t}'s call", c) for t, c in q["teachers"].items()]
         for what, c in [*against, ("the validated answer", q["validated"])]:
-            click.echo(f"  {qname:15} vs {what:24} {_arms_line(c)}")
-    click.echo(f"({report['method']})")
+            line, enough = _arms_line(c)
+            too_few |= not enough
+            lines.append(f"  {qname[:15]:15} vs {what[:24]:24} {line}")
+    if too_few:
+        lines.append(
+            f"(-: fewer than {report.get('min_arm_n', 10)} first answers in an arm, "
+            "too few to compare)"
+        )
+    lines.append(f"({report['method']})")
+    click.echo("\n".join(lines))
 
 
-def _arms_line(c: dict[str, Any]) -> str:
-    """One comparison: the rates per arm with n, the difference and its interval."""
+def _arms_line(c: dict[str, Any]) -> tuple[str, bool]:
+    """One comparison: the rates per arm with n, the difference, its interval and p; and
+    whether the arms hold enough labels for a difference."""
 
     def rate(r: float | None, n: int) -> str:
-        return f"   -  (n={n})" if r is None else f"{r:6.3f} (n={n})"
+        return f"{num(r)} ({n})"
 
-    shown, hidden = rate(c["rate_shown"], c["n_shown"]), rate(c["rate_hidden"], c["n_hidden"])
-    head = f"shown {shown}  hidden {hidden}"
+    head = f"{rate(c['rate_shown'], c['n_shown']):14} {rate(c['rate_hidden'], c['n_hidden']):14}"
     if c["difference"] is None or not c["enough"]:
-        return f"{head}  {c['note'] or ''}".rstrip()
-    return (f"{head}  difference {c['difference']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}]"
-            f" p={c['p_value']:.3g}")  # fmt: skip
+        return f"{head} -", False
+    return (
+        f"{head} {c['difference']:+.3f} [{c['lo']:+.3f}, {c['hi']:+.3f}], p={c['p_value']:.3g}"
+    ), True

@@ -24,7 +24,7 @@ def users() -> None:
 
 @users.command("add")
 @click.argument("name")
-@click.option("--role", type=click.Choice(ROLE_NAMES), required=True)
+@click.option("--role", type=click.Choice(ROLE_NAMES), required=True, help="What the user may do.")
 @click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
 @click.pass_obj
 def users_add(obj: Context, name: str, role: str, password_stdin: bool) -> None:

@@ -315,8 +315,24 @@ def get_campaign(engine: Engine, name_or_id: str | int) -> CampaignInfo:
     """
     info = find_campaign(engine, name_or_id)
     if info is None:
-        raise CampaignError(f"no campaign named or numbered {name_or_id!r}")
+        raise CampaignError(unknown_campaign(engine, name_or_id))
     return info
+
+
+def unknown_campaign(engine: Engine, name_or_id: str | int) -> str:
+    """The message for a campaign that is not there, with the closest name when one is near."""
+    import difflib
+
+    typed = str(name_or_id)
+    if row_id(name_or_id) is not None:
+        return f"no campaign named or numbered {typed!r}"
+    # Long input is cut: a message is one line, whatever was typed.
+    cut = typed if len(typed) <= 80 else typed[:77] + "..."
+    with read_session(engine) as session:
+        names = list(session.execute(select(Campaign.name)).scalars())
+    near = difflib.get_close_matches(typed, names, n=1) if len(typed) <= 200 else []
+    hint = f"; did you mean {near[0]!r}?" if near else " (`labeling campaigns list` lists them)"
+    return f"no campaign named {cut!r}{hint}"
 
 
 def list_campaigns(engine: Engine) -> list[CampaignInfo]:
