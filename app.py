@@ -12,7 +12,7 @@ from labeling.auth.login_sessions import create_session, end_session, purge_sess
 from labeling.auth.users import AuthError, UserInfo, authenticate
 from labeling.settings import Settings, get_settings
 from pages._errors import error_text, show_error
-from pages._guard import checked, current_user, engine
+from pages._guard import checked, current_user, engine, through_app
 from pages._heap import freeze_loaded
 from pages._ui import escape_markdown as esc
 from ui.components import session_cookie
@@ -37,10 +37,27 @@ MAIN_PAGE = {"annotator": "label", "lead": "monitor", "exporter": "export", "adm
 S = st.session_state
 
 
-def page(name: str, main: str) -> st.Page:
-    """The st.Page of one screen (its file is pages/<name>.py); `main` is the landing page."""
+# Streamlit serves the default page of st.navigation at "/" only: its own url_path is
+# reserved but answers "Page not found". So no real page is the default; a hidden root page
+# is, and it sends a signed-in user on to their role's main page at that page's own address,
+# so that every address bar shows a URL that opens the same page again when typed.
+ROOT = "start"
+
+
+def page(name: str) -> st.Page:
+    """The st.Page of one screen (its file is pages/<name>.py), at /<name>."""
     title, icon = PAGES[name]
-    return st.Page(f"pages/{name}.py", title=title, icon=icon, url_path=name, default=name == main)
+    return st.Page(f"pages/{name}.py", title=title, icon=icon, url_path=name)
+
+
+def elsewhere() -> None:
+    """The hidden pages that app.py leaves before they run (the root, pages not open)."""
+
+
+def hidden(url_path: str, run: Any = elsewhere, *, default: bool = False) -> st.Page:
+    """A page outside the navigation menu that answers at /<url_path> (or "/" as default)."""
+    title = "Sign in" if run is not elsewhere else "Labeling"
+    return st.Page(run, title=title, url_path=url_path, default=default, visibility="hidden")
 
 
 def begin(token: str, via: str) -> None:
@@ -130,12 +147,32 @@ def sso_block() -> None:
             st.logout()
 
 
+# Puts the cursor in the Name field when the sign-in form appears, unless something else
+# already has focus: Streamlit's text_input has no autofocus, and without it the field is four
+# Tabs away. A constant script (no data of anyone's in it), run in the page by st.html.
+FOCUS_NAME = """<script>
+(() => {
+  let tries = 0;
+  const focus = () => {
+    const field = document.querySelector('input[aria-label="Name"]');
+    if (!field || !field.offsetParent) { if (++tries < 40) setTimeout(focus, 50); return; }
+    const now = document.activeElement;
+    if (!now || now === document.body) field.focus();
+  };
+  focus();
+})();
+</script>"""
+
+
 def local_form() -> None:
     """The name and password form of local accounts."""
     with st.form("login"):
-        name = st.text_input("Name", key="login_name")
-        password = st.text_input("Password", type="password", key="login_password")
+        name = st.text_input("Name", key="login_name", autocomplete="username")
+        password = st.text_input(
+            "Password", type="password", key="login_password", autocomplete="current-password"
+        )
         submitted = st.form_submit_button("Sign in", type="primary")
+    st.html(FOCUS_NAME, unsafe_allow_javascript=True)
     if submitted:
         try:
             user = authenticate(engine(), name, password)
@@ -153,6 +190,7 @@ def local_form() -> None:
 
 def login_page() -> None:
     """Single sign-on (when configured) and the local login form."""
+    st.markdown("**Human validation** · machine-classified works, labelled by people")
     st.title("Sign in")
     settings = get_settings()
     if not settings.sso_enabled:
@@ -188,31 +226,33 @@ def logout(user_id: int) -> None:
         st.logout()
 
 
+through_app()  # the server's first run can come here under Streamlit's pages/ folder mode
 user = current_user()
 if user is None:
     user = cookie_sign_in()
 if user is None and get_settings().sso_enabled:
     user = sso_sign_in()
 if user is None:
-    # The sign-in form also answers at each page's address, so that a bookmark or a typed
-    # URL (/adjudicate) signs in and opens that page when the role may, not "Page not found".
+    # The sign-in form answers at "/" and at each page's address, so that a bookmark or a
+    # typed URL (/adjudicate) signs in and then opens that page when the role may.
     nav = st.navigation(
-        [st.Page(login_page, title="Sign in", url_path=path) for path in ("login", *PAGES)],
+        [hidden(ROOT, login_page, default=True)]
+        + [hidden(path, login_page) for path in ("login", *PAGES)],
         position="hidden",
     )
-    S["asked_for"] = nav.url_path  # the page to open once signed in
 else:
     names = [n for n in access.pages_for(user.role) if (HERE / "pages" / f"{n}.py").exists()]
     main = MAIN_PAGE.get(user.role, "home")
-    landing = main if main in names else "home"
-    available = [page(name, landing) for name in names]
-    nav = st.navigation(available)
-    asked = S.pop("asked_for", None)
-    if asked in PAGES and asked not in names:
-        # Signed in at the address of a page the role may not open: Streamlit would show the
-        # landing page under that address. Go there, and say why.
-        S["not_open"] = PAGES[asked][0]
-        st.switch_page(f"pages/{landing}.py")
+    landing = page(main if main in names else "home")
+    shown = [landing if name == landing.url_path else page(name) for name in names]
+    # Every other known address stays a page too (hidden): "/", "/login", and the pages the
+    # role may not open, which lead to the role's main page, saying why.
+    others = [hidden(path) for path in ("login", *PAGES) if path not in names]
+    nav = st.navigation([hidden(ROOT, default=True), *shown, *others])
+    if nav.url_path in PAGES and nav.url_path not in names:
+        S["not_open"] = PAGES[nav.url_path][0]
+    if nav.url_path not in names:
+        st.switch_page(landing)
     if "not_open" in S:
         st.toast(f"{S.pop('not_open')} is not open to the {user.role} role.")
     with st.sidebar:

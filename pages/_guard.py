@@ -75,8 +75,11 @@ def through_app() -> None:
     a restart who opens a page's URL (a bookmark of /label) got that file run directly, with
     no sign-in form, a sidebar naming every module in pages/, and "You do not have access".
     Setting the flag that st.navigation sets, then rerunning, runs app.py at the same URL:
-    the sign-in form, then the page itself if the role may open it (Streamlit is pinned to
-    1.67; tests/e2e/test_e2e_deep_link.py drives this on a fresh server).
+    the sign-in form, then the page itself if the role may open it. app.py calls this first
+    too: at "/", that first run is app.py's own, under Streamlit's folder navigation. (Only an
+    address with no file in pages/, /login, still gets "Page not found" as a fresh server's
+    first request. Streamlit is pinned to 1.67; tests/e2e/test_e2e_typed_urls.py opens every
+    page's address as a fresh server's first request.)
     """
     # AppTest sets the flag back before each of its runs and runs single pages on purpose.
     # (It patches config.get_option, not the st.get_option bound at import.)

@@ -69,10 +69,11 @@ def test_a_bookmarked_page_signs_in_and_opens_it_even_as_a_fresh_servers_first_r
         page = open_signed_out(browser, base + "/label")
         assert_sign_in_form_only(page)
         sign_in_here(page, "annotator")
-        page.wait_for_selector(".lf-title")  # Label is an annotator's landing page: at "/"
+        page.wait_for_selector(".lf-title")  # Label, an annotator's main page, at its address
+        assert page.url == base + "/label"
 
-        # A page the role may not open: the sign-in form, then the role's own page, at its
-        # own address, and why.
+        # A page the role may not open: the sign-in form, then the role's own main page, at
+        # its own address, and why.
         page = open_signed_out(browser, base + "/monitor")
         assert_sign_in_form_only(page)
         sign_in_here(page, "annotator")
@@ -80,4 +81,4 @@ def test_a_bookmarked_page_signs_in_and_opens_it_even_as_a_fresh_servers_first_r
         page.wait_for_selector(".lf-title")
         settle(page)
         assert page.get_by_role("heading", name="Monitor").count() == 0
-        assert page.url == base + "/"
+        assert page.url == base + "/label"
