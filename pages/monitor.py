@@ -66,12 +66,12 @@ def show_chart(
         st.caption(esc(empty))
         return
     st.altair_chart(chart, width="stretch" if stretch else "content")
-    a, b, _ = st.columns([1, 1, 6])
-    with a:
+    # Side by side, each as wide as its label: fixed column shares cut "PNG" to "P…" when the
+    # chart sits in a half-width column.
+    with st.container(horizontal=True, gap="small"):
         download(
             "PNG", lambda: charts.chart_bytes(chart, "png"), f"{prefix}_{name}.png", "image/png"
         )
-    with b:
         download(
             "SVG", lambda: charts.chart_bytes(chart, "svg"), f"{prefix}_{name}.svg", "image/svg+xml"
         )
@@ -110,9 +110,12 @@ def attention(stats: Statistics, prefix: str) -> None:
     t = stats.tables
     st.markdown("##### Who needs attention?")
     st.caption(
-        "Annotators clearly below everyone else on the validated answers or the gold "
-        "checks (95% Wilson upper bound under the others' rate), or unusually fast or "
-        "slow (median time's 95% interval beyond half or twice the others' median)."
+        "Annotators clearly below everyone else (95% Wilson upper bound under the others' "
+        "rate) on one of three references their own label did not make: the answer most of "
+        "the other annotators gave on the same works (leave one out), the answers a lead "
+        "adjudicated, the gold checks; or unusually fast or slow (median time's 95% interval "
+        "beyond half or twice the others' median). Not the validated answers: under the "
+        "unanimous rule everyone agrees with those by construction."
     )
     show_table(t["attention"], prefix)
 
@@ -163,9 +166,11 @@ def annotators_tab(stats: Statistics, prefix: str) -> None:
             charts.time_chart(rows), "time_per_work", prefix, "No labels with a recorded time yet."
         )
     st.caption(
-        "Agreement: share of an annotator's answers equal to the validated answer on "
-        "validated non-gold works, 95% Wilson interval, n = answers compared. Gold: the "
-        "same on gold checks."
+        "Agreement with the others: share of an annotator's answers equal to the answer "
+        "strictly more than half of the other annotators gave on the same non-gold work "
+        "(works without such a majority are not compared). Adjudicated: the same against "
+        "the answers a lead adjudicated. Gold: the same on gold checks. 95% Wilson "
+        "intervals; each n counts the answers compared."
     )
     show_table(t["annotators"], prefix)
     st.markdown("**Accuracy estimated by a model, beside accuracy on gold checks**")
@@ -176,9 +181,9 @@ def annotators_tab(stats: Statistics, prefix: str) -> None:
         "answers. Gold: share right on gold checks, 95% Wilson interval, gold_n answers."
     )
     show_table(t["model_accuracy"], prefix)
-    st.markdown("**Agreement with the validated answer, per question**")
+    st.markdown("**Agreement with the others, per question** (leave one out)")
     show_table(t["per_question"], prefix)
-    st.markdown("**Drift: agreement with the validated answer by week**")
+    st.markdown("**Drift: agreement with the others by week**")
     show_chart(charts.drift_chart(stats.drift), "drift", prefix, t["drift"].empty)
     if not t["drift"].is_empty:
         show_table(t["drift"], prefix)
@@ -223,6 +228,10 @@ def machines_tab(stats: Statistics, prefix: str) -> None:
     if t["machines"].is_empty:
         st.caption(esc(t["machines"].empty))
         return
+    st.markdown(
+        "**Precision, recall and F1 of each machine system per label** (against the validated "
+        "answers, 95% Wilson intervals; n = works each rests on)"
+    )
     show_table(t["machines"], prefix)
     st.markdown("**Calibration of the teachers' scores** (Brier score, lower is better)")
     show_table(t["brier"], prefix)
@@ -281,15 +290,15 @@ st.caption(
 version = data_version(engine(), camp.id)
 stats = _statistics(get_settings().database_url, camp.id, version)
 prefix = f"campaign{camp.id}"
-left, right = st.columns(2)
-with left, st.container(border=True):
+# The four answers one under another, each the page's full width: in half-width cards their
+# tables scrolled sideways and hid columns (tests/e2e/test_e2e_monitor.py checks at 1366x768).
+with st.container(border=True, key="mon_card_progress"):
     live_top(camp.id, version)
-with right, st.container(border=True):
+with st.container(border=True, key="mon_card_attention"):
     attention(stats, prefix)
-left, right = st.columns(2)
-with left, st.container(border=True):
+with st.container(border=True, key="mon_card_reliability"):
     reliability(stats, prefix)
-with right, st.container(border=True):
+with st.container(border=True, key="mon_card_teachers"):
     teachers(stats, prefix)
 tabs = st.tabs(
     ["Progress", "Annotators", "Agreement", "Humans vs machines", "Estimates", "Skips and flags"]

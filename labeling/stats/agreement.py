@@ -37,7 +37,11 @@ schema is a list of ``QuestionSpec``. Choices, in one place:
 - Bootstrap: works of a question resampled with replacement ``n_boot`` times (seeded per
   question), 95% percentile intervals for alpha and Fleiss' kappa; replicates where the
   coefficient is undefined are left out, and the interval is None when fewer than half are
-  defined. Every coefficient is a function of how many works of each distinct count pattern
+  defined. An interval is shown only when the question has at least ``MIN_CI_WORKS`` (10)
+  works with two labels or more and the interval contains its estimate (``checked_ci``: a
+  percentile interval at 8 works can lie beside it); otherwise it is None and
+  ``alpha_ci_reason`` / ``kappa_ci_reason`` say why (None when an interval is given).
+  Every coefficient is a function of how many works of each distinct count pattern
   (the labels a work received, as counts per value) a resample holds, and drawing n works with
   replacement draws the patterns Multinomial(n, pattern frequency / n) times: each resample
   is drawn that way (``resample_patterns``), the same resample law at a cost bounded by the
@@ -62,6 +66,7 @@ from labeling.stats.coefficients import (
     alpha_from_counts,
     bootstrap_from_counts,
     check_level,
+    checked_ci,
     cohen_kappa,
     count_features,
     finite_or_none,
@@ -236,7 +241,14 @@ def _alpha_point(raw: Any, sums: np.ndarray, level: str, values: np.ndarray) -> 
 
 def _entry(n_works: int, n_labels: int, **measures: Any) -> dict[str, Any]:
     """One report entry in the documented key order."""
-    keys = ("krippendorff_alpha", "alpha_ci", "fleiss_kappa", "kappa_ci")
+    keys = (
+        "krippendorff_alpha",
+        "alpha_ci",
+        "alpha_ci_reason",
+        "fleiss_kappa",
+        "kappa_ci",
+        "kappa_ci_reason",
+    )
     out: dict[str, Any] = {"n_works": n_works, "n_labels": n_labels}
     out.update({k: measures.get(k) for k in (*keys, "gwet_ac1", "percent_agreement")})
     return out
@@ -263,6 +275,7 @@ class _QuestionStats:
             for b, lv in zip(blocks_pat, self.levels, strict=True)
         ]
         m = np.asarray(raw.sum(axis=1)).reshape(-1)
+        self.pairable = int((m >= 2).sum())  # what an interval rests on (checked_ci)
         # statsmodels' Fleiss' kappa needs the same number (>= 2) of labels on every work.
         equal = len(m) > 0 and m.min() == m.max() >= 2
         self.points = []
@@ -299,13 +312,14 @@ class _QuestionStats:
         n_works, n_labels = len(self.works), len(self.enc.values)
         entries = []
         for point, reps in zip(self.points, self.reps, strict=True):
-            cis = {
-                name: percentile_ci(np.concatenate(r)) if r and point[key] is not None else None
-                for name, key, r in (
-                    ("alpha_ci", "krippendorff_alpha", reps["alpha"]),
-                    ("kappa_ci", "fleiss_kappa", reps["fleiss"]),
-                )
-            }
+            cis: dict[str, Any] = {}
+            for name, key, r in (
+                ("alpha_ci", "krippendorff_alpha", reps["alpha"]),
+                ("kappa_ci", "fleiss_kappa", reps["fleiss"]),
+            ):
+                raw = percentile_ci(np.concatenate(r)) if r and point[key] is not None else None
+                ci, why = checked_ci(point[key], raw, self.pairable, resampled=bool(r))
+                cis[name], cis[f"{name}_reason"] = ci, why
             entries.append(_entry(n_works, n_labels, **point, **cis))
         out = entries[0]
         out["labels"] = dict(zip(self.enc.label_names, entries[1:], strict=True))
@@ -347,8 +361,9 @@ def agreement_report(
         {"questions": {name: entry}, "pairs": [...], "pairs_left_out": [...], "min_pair_n",
         "n_boot", "seed"}; pairs: a, b, question, n, cohen_kappa (None where undefined);
         pairs_left_out: a, b, question, n, reason; entry =
-        n_works, n_labels, krippendorff_alpha, alpha_ci, fleiss_kappa, kappa_ci, gwet_ac1,
-        percent_agreement, labels ({label: entry without "labels"}); undefined values None.
+        n_works, n_labels, krippendorff_alpha, alpha_ci, alpha_ci_reason, fleiss_kappa,
+        kappa_ci, kappa_ci_reason, gwet_ac1, percent_agreement, labels ({label: entry without
+        "labels"}); undefined values None; a *_reason says why its interval is None.
     """
     check_level(level)
     if n_boot < 0:

@@ -35,6 +35,9 @@ CI_LEVEL = 0.95
 # A percentile interval needs most replicates to be defined: resamples of a rare label may lose
 # all its positives (coefficient undefined); below this share of defined replicates the CI is None.
 MIN_DEFINED_SHARE = 0.5
+# Fewest works with two labels or more for an interval to be shown (checked_ci): below it a
+# resample holds a handful of distinct works and the percentile interval misleads.
+MIN_CI_WORKS = 10
 _EPS = 1e-12
 MEASURES = ("alpha", "fleiss", "ac1", "pa")
 
@@ -378,6 +381,41 @@ def percentile_ci(replicates: np.ndarray, conf: float = CI_LEVEL) -> list[float]
         return None
     lo, hi = np.quantile(finite, [(1.0 - conf) / 2.0, (1.0 + conf) / 2.0])
     return [float(lo), float(hi)]
+
+
+def checked_ci(
+    point: float | None,
+    interval: list[float] | None,
+    n: int,
+    min_n: int = MIN_CI_WORKS,
+    resampled: bool = True,
+) -> tuple[list[float] | None, str | None]:
+    """An interval that may be shown, or None with the reason it may not.
+
+    A percentile bootstrap interval at small n can lie wholly beside its estimate (8 works:
+    alpha -0.09 [-0.28, -0.10]); BCa narrows that but does not rule it out. So an interval is
+    shown only when its estimate has at least min_n units with two ratings or more (n) and
+    lies within it.
+
+    Args:
+        point: the estimate (None: undefined).
+        interval: the bootstrap interval [lo, hi] (None: not computed or not defined).
+        n: units with two ratings or more that the estimate rests on.
+        min_n: the fewest such units for an interval to be shown.
+        resampled: whether a bootstrap ran at all (n_boot > 0).
+    """
+    if point is None:  # no estimate, no interval: nothing to explain beyond the dash
+        return None, None
+    if n < min_n:
+        return None, f"fewer than {min_n} works with two labels or more ({n})"
+    if not resampled:
+        return None, "no bootstrap (n_boot = 0)"
+    if interval is None:
+        return None, "fewer than half the bootstrap resamples define the coefficient"
+    lo, hi = interval
+    if not lo - _EPS <= point <= hi + _EPS:
+        return None, f"the bootstrap interval [{lo:.2f}, {hi:.2f}] does not contain the estimate"
+    return interval, None
 
 
 def bootstrap_from_counts(

@@ -196,15 +196,44 @@ def test_monitor_page(crowd: dict[str, Any]) -> None:
     specs = [json.loads(c.proto.spec) for c in charts]
     assert any("kappa" in json.dumps(s) for s in specs)
     attention = frame_with(at, "reason")
-    assert (crowd["names"][-1], "unusually fast") in set(
-        zip(attention["annotator"], attention["reason"], strict=True)
-    )
+    flagged = set(zip(attention["annotator"], attention["reason"], strict=True))
+    assert (crowd["names"][-1], "unusually fast") in flagged
+    if n > 2:
+        # The careless annotator stands out against the others' answers, although under the
+        # unanimous rule everyone agrees with the validated answers by construction.
+        assert camp.rule == "unanimous"
+        assert (crowd["names"][-1], "far from the others' answers") in flagged
+        others = annotators.set_index("annotator")["agreement with the others [95% CI]"]
+        assert others[crowd["names"][-1]] < others[crowd["names"][0]]
     # Every table has its CSV and every chart its PNG and SVG, nothing else and none missing.
     downloads = at.get("download_button")
     names = [d.proto.label for d in downloads]
     assert len(downloads) == len(at.dataframe) + 2 * len(charts), names
     assert names.count("CSV") == len(at.dataframe), names
     assert names.count("PNG") == names.count("SVG") == len(charts), names
+
+
+def test_small_campaign_shows_no_interval_and_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8 works labelled twice: each alpha shows alone, with the reason, as in the CLI's JSON."""
+    made = make_crowd(0, tmp_path, monkeypatch)
+    crowd = next(made)
+    label_round(crowd["engine"], "crowd", ["annotator", "annotator2"], 8, odd={"annotator2"})
+    at = open_crowd(crowd)
+    report = cli_json(crowd["url"], "agreement", "--campaign", "crowd")
+    shown = frame_with(at, "level").set_index("question")
+    for q, entry in report["questions"].items():
+        assert entry["alpha_ci"] is None and entry["kappa_ci"] is None
+        if entry["krippendorff_alpha"] is None:
+            continue
+        why = "fewer than 10 works with two labels or more (8)"
+        assert entry["alpha_ci_reason"] == why
+        assert shown.loc[q, "alpha [95% CI]"] == f"{entry['krippendorff_alpha']:.2f}"
+        assert shown.loc[q, "no interval because"] == why
+    agreement = frame_with(at, "alpha_ci_reason")
+    assert set(agreement["kappa_ci_reason"]) <= {"", why}
+    next(made, None)
 
 
 def test_a_new_label_shows_after_refresh(pair: dict[str, Any]) -> None:

@@ -241,8 +241,8 @@ def test_speed_flag(
 def _annotators(**cols: list) -> pd.DataFrame:
     base = {
         "annotator": ["a", "b", "c"],
-        "agree": [0.95, 0.93, 0.60],
-        "agree_n": [200, 200, 200],
+        "others": [0.95, 0.93, 0.60],
+        "others_n": [200, 200, 200],
         "gold": [None, None, None],
         "gold_n": [0, 0, 0],
         "median_seconds": [30, 32, 29],
@@ -258,19 +258,19 @@ def _annotators(**cols: list) -> pd.DataFrame:
 def test_attention_flags_the_careless_with_n() -> None:
     out = ms.attention(_annotators())
     assert list(out["annotator"]) == ["c"]
-    assert out["reason"].iloc[0] == "far from the validated answers"
+    assert out["reason"].iloc[0] == "far from the others' answers"
     assert out["n"].iloc[0] == 200 and out["value"].iloc[0].startswith("60% [")
 
 
 def test_attention_small_n_is_not_flagged() -> None:
-    out = ms.attention(_annotators(agree=[0.95, 0.93, 0.75], agree_n=[200, 200, 4]))
+    out = ms.attention(_annotators(others=[0.95, 0.93, 0.75], others_n=[200, 200, 4]))
     assert out.empty  # 3 of 4: the interval [30%, 95%] still reaches the others' 94%
 
 
 def test_attention_gold_and_speed() -> None:
     out = ms.attention(
         _annotators(
-            agree=[0.9, 0.9, 0.9],
+            others=[0.9, 0.9, 0.9],
             gold=[1.0, 1.0, 0.3],
             gold_n=[60, 60, 60],
             median_seconds=[30, 5, 29],

@@ -42,8 +42,10 @@ ENTRY_KEYS = [
     "n_labels",
     "krippendorff_alpha",
     "alpha_ci",
+    "alpha_ci_reason",
     "fleiss_kappa",
     "kappa_ci",
+    "kappa_ci_reason",
     "gwet_ac1",
     "percent_agreement",
 ]
@@ -361,6 +363,8 @@ def test_no_bootstrap_gives_null_intervals() -> None:
     without = agreement_report(labels, SPECS, n_boot=0)
     assert without["n_boot"] == 0
     assert without["questions"]["genre"]["alpha_ci"] is None
+    assert without["questions"]["genre"]["alpha_ci_reason"] == "no bootstrap (n_boot = 0)"
+    assert with_ci["questions"]["genre"]["alpha_ci_reason"] is None
     point = with_ci["questions"]["genre"]["krippendorff_alpha"]
     assert without["questions"]["genre"]["krippendorff_alpha"] == point
 

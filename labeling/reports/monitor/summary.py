@@ -13,8 +13,10 @@ Choices, in one place:
 - Reliability of a question: Krippendorff's alpha against the usual thresholds,
   ALPHA_TENTATIVE = 0.667 (below: unreliable) and ALPHA_RELIABLE = 0.8 (below: tentative).
   The level follows the point estimate; the interval is shown next to it.
-- Who needs attention: an annotator whose agreement with the validated answer (or accuracy on
-  gold checks) has a 95% Wilson upper bound below the pooled rate of everyone else; or whose
+- Who needs attention: an annotator whose agreement with a reference (REFERENCES: the others'
+  majority answer on the same works, the adjudicated answers, the gold checks; never the
+  rule-validated answers, which the annotator's own label made) has a 95% Wilson upper bound
+  below the pooled rate of everyone else on it; or whose
   median time per work has a distribution-free 95% interval entirely below half, or above
   twice, the median of everyone else's times (at least MIN_TIMED timed works).
 """
@@ -32,6 +34,7 @@ from scipy.stats import binom, chi2
 
 from labeling.stats.estimates import wilson
 
+NO_INTERVAL = "no interval because"  # the column saying why an estimate shows no interval
 ALPHA_TENTATIVE = 0.667
 ALPHA_RELIABLE = 0.8
 MAX_BINS = 60
@@ -39,6 +42,14 @@ RATE_WINDOW = timedelta(days=7)
 SPEED_FACTOR = 2.0
 MIN_TIMED = 5
 MEASURES = ("labelled", "skipped", "validated", "disputed")
+# What an annotator's answers are held against (never the rule-validated answers, which their
+# own label helped make: 1.00 by construction under the unanimous rule): the others' majority
+# on the same works (leave one out), the answers a lead adjudicated, the gold checks.
+REFERENCES = (
+    ("others' answers", "others", "others_n"),
+    ("adjudicated answers", "adjudicated", "adjudicated_n"),
+    ("gold checks", "gold", "gold_n"),
+)
 
 
 @dataclass(frozen=True)
@@ -222,6 +233,9 @@ def question_reliability(agreement: pd.DataFrame) -> pd.DataFrame:
         agreement: rows of report_tables.agreement_table.
     """
     cols = ["question", "alpha", "alpha_lo", "alpha_hi", "level", "n_works", "n_labels"]
+    if "alpha_ci_reason" in agreement:  # why an alpha has no interval (view.with_reasons)
+        agreement = agreement.rename(columns={"alpha_ci_reason": NO_INTERVAL})
+        cols.insert(cols.index("level"), NO_INTERVAL)
     rows = agreement[(agreement["label"] == "") & (agreement["n_labels"].fillna(0) > 0)]
     if rows.empty:
         return pd.DataFrame(columns=cols)
@@ -302,7 +316,8 @@ def attention(annotators: pd.DataFrame) -> pd.DataFrame:
     """The annotators who need a look, one row per reason, with the number and its n.
 
     Args:
-        annotators: columns annotator, agree, agree_n, gold, gold_n (shares and their n),
+        annotators: columns annotator, and per REFERENCES a share and its n (others,
+            adjudicated, gold: those absent are not compared),
             median_seconds, median_lo, median_hi, time_n, others_median.
 
     Returns:
@@ -310,10 +325,9 @@ def attention(annotators: pd.DataFrame) -> pd.DataFrame:
     """
     cols = ["annotator", "reason", "value", "others", "n"]
     rows = []
-    for kind, s_col, n_col in (
-        ("validated answers", "agree", "agree_n"),
-        ("gold checks", "gold", "gold_n"),
-    ):
+    for kind, s_col, n_col in REFERENCES:
+        if s_col not in annotators:
+            continue
         n_all = annotators[n_col].fillna(0).astype(int)
         k_all = (annotators[s_col].fillna(0) * n_all).round().astype(int)
         total_k, total_n = int(k_all.sum()), int(n_all.sum())

@@ -61,12 +61,29 @@ def rate_sentence(rate: Mapping[str, Any]) -> str:
 
 def attention_sentence(annotators: pd.DataFrame, n_validated: int) -> str:
     """Why nobody is flagged: no labels, or no one stands out (and what was compared)."""
+    del n_validated  # the references below do not need validated works
     if annotators.empty:
         return "No labels yet: nobody to look at."
-    compared = "agreement with the validated answers, gold checks and time per work"
-    if n_validated == 0:
-        compared = "time per work (no validated works yet to compare answers with)"
-    return f"Nobody stands out on {compared}."
+
+    def compared(column: str) -> bool:
+        """Whether any answer was held against this reference."""
+        return column in annotators and bool(annotators[column].fillna(0).sum() > 0)
+
+    refs = [
+        words
+        for column, words in (
+            ("others_n", "the others' answers on the same works"),
+            ("adjudicated_n", "adjudicated answers"),
+            ("gold_n", "gold checks"),
+        )
+        if compared(column)
+    ]
+    if not refs:
+        return (
+            "Nobody stands out on time per work; no answer could be compared yet (no work "
+            "with two annotators' answers, no adjudication, no gold check)."
+        )
+    return f"Nobody stands out on agreement with {', '.join(refs)}, or on time per work."
 
 
 def reliability_sentence(reliability: pd.DataFrame) -> str:

@@ -29,6 +29,7 @@ from labeling.reports.monitor import summary as ms
 from labeling.reports.monitor import text as mt
 from labeling.reports.monitor.clock import Clock
 from labeling.reports.monitor.design import anchoring_rows
+from labeling.reports.monitor.peers import adjudicated_works, peer_matches
 from labeling.reports.monitor.status_parts import status_parts
 from labeling.reports.tables import (
     agreement_table,
@@ -130,11 +131,37 @@ def live_view(engine: Engine, campaign_id: int, now: datetime | None = None) -> 
     return LiveView(info, version, progress, rate, ms.cumulative_progress(act), sentences)
 
 
-def _annotators(rows: pd.DataFrame, matches: pd.DataFrame) -> pd.DataFrame:
-    """Per annotator: volume, throughput, agreement, gold accuracy, median time with interval."""
-    base = mon.annotator_table(rows, {}, matches=matches)
+# annotator_table's agreement columns, here measured against the others (peers.py).
+OTHERS = {c: c.replace("agree", "others") for c in ("agree", "agree_lo", "agree_hi", "agree_n")}
+
+
+def _annotators(
+    rows: pd.DataFrame, references: pd.DataFrame, adjudicated: pd.DataFrame
+) -> pd.DataFrame:
+    """Per annotator: volume, throughput, agreement with the others, with adjudications and
+    with gold checks, median time with interval."""
+    base = mon.annotator_table(rows, {}, matches=references)
     if base.empty:
         return base
+    base = base.rename(columns=OTHERS)
+    adj = mon.agreement_by(adjudicated, ["annotator"]).rename(
+        columns={
+            "share": "adjudicated",
+            "lo": "adjudicated_lo",
+            "hi": "adjudicated_hi",
+            "n": "adjudicated_n",
+        }
+    )
+    base = base.merge(adj, on="annotator", how="left")
+    base["adjudicated_n"] = base["adjudicated_n"].fillna(0).astype(int)
+    cols = list(base.columns)
+    at = cols.index("others_n") + 1  # beside the others, before gold
+    cols = (
+        cols[:at]
+        + [c for c in adj.columns if c != "annotator"]
+        + [c for c in cols[at:] if c not in adj.columns]
+    )
+    base = base[cols]
     times = rows[["annotator"]].assign(seconds=rows["time_on_item_ms"] / 1000).dropna()
     speed = ms.annotator_speed(times).drop(columns=["time_n"])
     out = base.drop(columns=["median_seconds"]).merge(speed, on="annotator", how="left")
@@ -142,17 +169,31 @@ def _annotators(rows: pd.DataFrame, matches: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _annotator_tables(rows: pd.DataFrame, n_validated: int) -> tuple[dict[str, Table], Any]:
-    """The annotator, attention, per-question agreement, drift and reasons tables."""
-    matches = md.matches_of(rows)
-    stats = _annotators(rows, matches)
-    none_validated = f"No validated works with labels yet ({n_validated} validated)."
+def _annotator_tables(
+    rows: pd.DataFrame, n_validated: int, adjudicated: set[str]
+) -> tuple[dict[str, Table], Any]:
+    """The annotator, attention, per-question agreement, drift and reasons tables.
+
+    Agreement is measured against references that the annotator's own label did not make:
+    the others' majority on the same work (leave one out, non-gold works), the adjudicated
+    answers, and the gold checks (peers.py says why not the rule-validated answers).
+    """
+    truth = md.matches_of(rows)
+    peers = peer_matches(rows)
+    peers = peers[~peers["gold_item"].astype(bool)]
+    references = pd.concat([peers, truth[truth["gold_item"].astype(bool)]], ignore_index=True)
+    settled = truth[
+        truth["work_id"].isin(adjudicated).to_numpy() & ~truth["gold_item"].to_numpy(dtype=bool)
+    ]
+    stats = _annotators(rows, references, settled)
+    no_peers = "No work has answers from two annotators or more yet."
     tables = {
         "annotators": table(
             "annotators",
             stats,
             "No labels yet.",
-            ("agreement [95% CI]", "agree", "agree_lo", "agree_hi"),
+            ("agreement with the others [95% CI]", "others", "others_lo", "others_hi"),
+            ("adjudicated [95% CI]", "adjudicated", "adjudicated_lo", "adjudicated_hi"),
             ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi"),
             ("median s [95% CI]", "median_seconds", "median_lo", "median_hi"),
         ),
@@ -162,20 +203,43 @@ def _annotator_tables(rows: pd.DataFrame, n_validated: int) -> tuple[dict[str, T
             mt.attention_sentence(stats, n_validated),
         ),
         "per_question": table(
-            "agreement_by_annotator_and_question",
-            mon.agreement_by(
-                matches[~matches["gold_item"].astype(bool)], ["annotator", "question"]
-            ),
-            none_validated,
-            ("agreement [95% CI]", "share", "lo", "hi"),
+            "agreement_with_the_others_by_annotator_and_question",
+            mon.agreement_by(peers, ["annotator", "question"]),
+            no_peers,
+            ("agreement with the others [95% CI]", "share", "lo", "hi"),
         ),
         "reasons": table("skip_and_flag_reasons", mon.reasons_table(rows), "No skips or flags."),
     }
-    drift = mon.drift_table(matches, "W")
+    drift = mon.drift_table(peers, "W")
     tables["drift"] = table(
-        "drift_by_week", drift, none_validated, ("agreement [95% CI]", "share", "lo", "hi")
+        "drift_by_week",
+        drift,
+        no_peers,
+        ("agreement with the others [95% CI]", "share", "lo", "hi"),
     )
     return tables, (stats, drift)
+
+
+def with_reasons(rows: pd.DataFrame, report: dict[str, Any]) -> pd.DataFrame:
+    """The agreement table with alpha_ci_reason and kappa_ci_reason: why there is no interval.
+
+    The report gives an interval only from MIN_CI_WORKS works with two labels or more, and
+    only one that contains its estimate (coefficients.checked_ci); the reason is shown, not
+    a bare estimate that reads as if it were certain. No column when every interval is there.
+    """
+    keys = ("alpha_ci_reason", "kappa_ci_reason")
+    why = [
+        (q, label, *(e.get(k) or "" for k in keys))
+        for q, entry in (report.get("questions") or {}).items()
+        for label, e in [("", entry), *(entry.get("labels") or {}).items()]
+    ]
+    reasons = pd.DataFrame(why, columns=["question", "label", *keys])
+    out = rows.merge(reasons, on=["question", "label"], how="left")
+    for k in keys:
+        out[k] = out[k].fillna("")
+        if not (out[k] != "").any():
+            out = out.drop(columns=[k])
+    return out
 
 
 def statistics(
@@ -215,7 +279,10 @@ def _statistics(
     # other cores (numpy and scipy release the GIL in their loops). On the large bench the
     # three took 1.6 s one after the other, 1.2-1.4 s side by side, at load 3 on 2 cores.
     pool = _pool()
-    annotators_job = pool.submit(clock, "annotator tables", _annotator_tables, rows, n_validated)
+    adjudicated = clock("adjudicated works", adjudicated_works, engine, campaign.id)
+    annotators_job = pool.submit(
+        clock, "annotator tables", _annotator_tables, rows, n_validated, adjudicated
+    )
     long = clock("long table", md.agreement_labels, rows)
     agreement_job = pool.submit(
         clock, "agreement report", agreement_for, engine, schema, campaign.id, labels=long
@@ -228,7 +295,7 @@ def _statistics(
     tables["model_accuracy"] = table(
         "model_accuracy", model, no_model, ("gold accuracy [95% CI]", "gold", "gold_lo", "gold_hi")
     )
-    rows_agree = agreement_table(agreement)
+    rows_agree = with_reasons(agreement_table(agreement), agreement)
     rows_agree = rows_agree[rows_agree["n_labels"].fillna(0) > 0].reset_index(drop=True)
     no_labels = "No labels yet: there is no agreement to measure."
     tables["reliability"] = table(
