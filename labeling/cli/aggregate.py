@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 EXIT_BAD_INPUT = 2
+ACCURACY_COLUMNS = 7  # questions side by side in the accuracy table
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -90,6 +91,24 @@ def _packed(head: str, parts: list[str]) -> list[str]:
     return lines
 
 
+def _accuracy_block(annotators: list[dict[str, Any]], names: list[str]) -> list[str]:
+    """The annotators' accuracy overall and on these questions, one row each."""
+    lines = [
+        f"  {'annotator':20} {'all':>7} {'n':>6}  " + "  ".join(f"{n[:18]:>18}" for n in names)
+    ]
+    for a in annotators:
+        cells = [
+            f"{_num(a['questions'][q]['accuracy'])} (n={a['questions'][q]['n']})".rjust(18)
+            if q in a["questions"]
+            else " " * 18
+            for q in names
+        ]
+        lines.append(
+            f"  {a['annotator'][:20]:20} {_num(a['accuracy']):>7} {a['n']:6d}  " + "  ".join(cells)
+        )
+    return lines
+
+
 def _validation(v: dict[str, Any]) -> str:
     """The --validate outcome as one paragraph."""
     if "note" in v:
@@ -128,19 +147,9 @@ def _text(report: dict[str, Any]) -> str:
         )
     )
     names = list(report["questions"])
-    lines.append(
-        f"  {'annotator':20} {'all':>7} {'n':>6}  " + "  ".join(f"{n[:18]:>18}" for n in names)
-    )
-    for a in report["annotators"]:
-        cells = [
-            f"{_num(a['questions'][q]['accuracy'])} (n={a['questions'][q]['n']})".rjust(18)
-            if q in a["questions"]
-            else " " * 18
-            for q in names
-        ]
-        lines.append(
-            f"  {a['annotator'][:20]:20} {_num(a['accuracy']):>7} {a['n']:6d}  " + "  ".join(cells)
-        )
+    # Seven question columns keep a row under 200 characters; more go into further blocks.
+    for start in range(0, len(names), ACCURACY_COLUMNS):
+        lines.extend(_accuracy_block(report["annotators"], names[start : start + ACCURACY_COLUMNS]))
     lines.append(
         "\nper work: answer (vote share) per question; a tie or a spread: no majority"
         if report["method"] == "majority"

@@ -113,12 +113,16 @@ def command_path(tokens: list[str]) -> tuple[str, ...] | None:
     return tuple(path) if path and not isinstance(cmd, click.Group) else None
 
 
+def readme_rows() -> list[str]:
+    """The rows of the README's CLI table (each starts with a `labeling ...` command)."""
+    rows = README.read_text(encoding="utf-8").splitlines()
+    return [row for row in rows if row.startswith("| `labeling ")]
+
+
 def readme_commands() -> set[tuple[str, ...]]:
     """Every command a row of the README's CLI table names (`labeling X ...`, `also X ...`)."""
     found: set[tuple[str, ...]] = set()
-    for row in README.read_text(encoding="utf-8").splitlines():
-        if not row.startswith("| `labeling "):
-            continue
+    for row in readme_rows():
         for span in re.findall(r"`([^`]+)`", row):
             tokens = span.split()
             path = command_path(tokens[1:] if tokens[:1] == ["labeling"] else tokens)
@@ -306,6 +310,13 @@ def test_every_documented_command_has_an_invocation() -> None:
     assert {("agreement",), ("sso", "remove"), ("users", "list"), ("campaigns", "list")} <= (
         documented
     )
+    # A row's own command is one click knows (a documented command that does not exist fails).
+    unknown = [
+        row.split("`")[1]
+        for row in readme_rows()
+        if not command_path(row.split("`")[1].split()[1:])
+    ]
+    assert not unknown, f"README commands the CLI does not have: {unknown}"
     invoked = {command_path(list(args)) for args in INVOCATIONS}
     missing = sorted((documented | click_commands()) - invoked)
     assert not missing, f"commands with no invocation in INVOCATIONS: {missing}"
