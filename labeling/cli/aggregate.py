@@ -112,9 +112,9 @@ def _accuracy_block(annotators: list[dict[str, Any]], names: list[str]) -> list[
 def _validation(v: dict[str, Any]) -> str:
     """The --validate outcome as one paragraph."""
     if "note" in v:
-        return f"\nvalidation ({v['rule']}, k={v['k']}): {v['note']}"
+        return f"validation ({v['rule']}, k={v['k']}): {v['note']}"
     return (
-        f"\nvalidation ({v['rule']}, k={v['k']}): {v['validated']} validated, "
+        f"validation ({v['rule']}, k={v['k']}): {v['validated']} validated, "
         f"{v['disputed']} disputed, {v['in_review']} in review (fewer than k "
         f"labels), {v['left_alone']} validated otherwise and left alone; "
         f"{v['changed']} changed"
@@ -131,10 +131,10 @@ def _text(report: dict[str, Any]) -> str:
         f"{report['n_works']} works (rule {report['rule']}, k={report['overlap']})"
     ]
     if "note" in report:  # too few shared works: a sentence, no posterior or accuracy
-        lines.append(report["note"])
+        lines.extend(wrap(report["note"]))
         lines.append("(`--method majority` gives each work's vote shares; `--json` the counts.)")
         if "validation" in report:
-            lines.append(_validation(report["validation"]))
+            lines.extend(["", *wrap(_validation(report["validation"]))])
         return "\n".join(lines)
     if not report["works"]:
         lines.append("no labels yet")
@@ -180,5 +180,5 @@ def _text(report: dict[str, Any]) -> str:
             "classes)"
         )
     if "validation" in report:
-        lines.append(_validation(report["validation"]))
+        lines.extend(["", *wrap(_validation(report["validation"]))])
     return "\n".join(lines)

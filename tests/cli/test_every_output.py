@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 
 from labeling.cli.main import main
 from labeling.settings import get_settings
-from tests.cli.labelled_demo import add_labels
+from tests.cli.labelled_demo import add_labels, add_model_campaign
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 MAX_LINE = 200
@@ -34,7 +34,8 @@ CAMPAIGN_CREATED = {("import-labels",)}
 
 # Each command the README documents, as a lead would type it. Placeholders: {tmp} a scratch
 # folder, {frame} the demo frame, {labels} a labels CSV, {backup} a backup file, {work} a
-# validated work (labelled demo) and {disputed} a disputed one, {other} another work.
+# validated work (labelled demo), {disputed} a disputed one, {adjudicated} one a lead settled,
+# {other} another validated work.
 INVOCATIONS: list[tuple[str, ...]] = [
     ("init",),
     ("import-frame", "{frame}"),
@@ -64,6 +65,7 @@ INVOCATIONS: list[tuple[str, ...]] = [
     ("estimates", "--campaign", "demo-top"),
     ("aggregate", "--campaign", "demo-top"),
     ("aggregate", "--campaign", "demo-sample", "--method", "majority"),
+    ("aggregate", "--campaign", "demo-model", "--validate"),
     ("plan", "--campaign", "demo-sample", "--half-width", "0.1"),
     ("plan", "--campaign", "demo-sample", "--half-width", "0.1", "--label", "genre:methods"),
     (
@@ -80,7 +82,7 @@ INVOCATIONS: list[tuple[str, ...]] = [
     ("anchoring", "--campaign", "demo-top"),
     ("machines",),
     ("machines", "--campaign", "demo-sample"),
-    ("history", "{work}", "{disputed}"),
+    ("history", "{work}", "{disputed}", "{adjudicated}"),
     ("export", "--format", "csv", "--out", "{tmp}/gold.csv"),
     (
         "export",
@@ -98,7 +100,7 @@ INVOCATIONS: list[tuple[str, ...]] = [
     ("backup", "{tmp}/copy.db"),
     ("restore", "{backup}", "--force"),
 ]
-STDIN = {("users", "add"): "a long enough password\n"}
+STDIN: dict[tuple[str, ...], str] = {("users", "add"): "a long enough password\n"}
 
 
 def command_path(tokens: list[str]) -> tuple[str, ...] | None:
@@ -176,11 +178,12 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     assert built.exit_code == 0, built.output
     engine = init_db(f"sqlite:///{plain}")
     map_email(engine, "lead@example.org", "lead", created_by="test")
+    add_model_campaign(engine)
     dispose_all()
     labelled = root / "labelled.db"
     shutil.copyfile(plain, labelled)
     engine = init_db(f"sqlite:///{labelled}")
-    add_labels(engine, load_schema(get_settings().schema_path))
+    adjudicated = add_labels(engine, load_schema(get_settings().schema_path))
     with read_session(engine) as session:
         status = {w: s for w, s in session.execute(select(Work.id, Work.status))}
     dispose_all()
@@ -201,6 +204,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         "labels": str(labels),
         "work": validated[0],
         "disputed": disputed[0],
+        "adjudicated": adjudicated,
         "other": validated[1],
     }
     mp.undo()
