@@ -174,10 +174,13 @@ def _text(report: dict[str, Any]) -> str:
         if fit.get("converged") is False
     ]
     if unsettled:
-        lines.append(
-            f"\nEM stopped at its last round before settling on {', '.join(unsettled)} "
-            "(the posteriors there may still move; few labels per work or many "
-            "classes)"
+        lines.append("")
+        lines.extend(
+            wrap(
+                f"EM stopped at its last round before settling on {', '.join(unsettled)} "
+                "(the posteriors there may still move; few labels per work or many "
+                "classes)"
+            )
         )
     if "validation" in report:
         lines.extend(["", *wrap(_validation(report["validation"]))])

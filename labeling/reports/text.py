@@ -102,13 +102,13 @@ def machine_lines(report: Mapping[str, Any]) -> list[str]:
         f"humans vs machines on {report['n_works']} validated works ({where}): each "
         f"teacher's call ({', '.join(report['teachers'])}), the candidate (their union), the "
         "consensus (their intersection) and each teacher's scores at the threshold; 95% "
-        "Wilson intervals, n = works the system calls (precision) or that truly have the "
-        "label (recall)"
+        "Wilson intervals; n: the works the system calls (precision) or that truly have "
+        "the label (recall)"
     )
     if not report["n_works"]:
         lines.append("no validated works yet: nothing to compare")
         return lines
-    head = f"  {'label':34} {'system':14} {'precision':24} {'recall':24} {'F1':>6}"
+    head = f"  {'label':34} {'system':14} {'precision':26} {'recall':26} {'F1':>6}"
     for qname, q in report["questions"].items():
         lines.append("")
         lines.extend(_question_head(qname, q))
@@ -117,8 +117,8 @@ def machine_lines(report: Mapping[str, Any]) -> list[str]:
         for system, s in (q.get("systems") or {}).items():
             for label, m in (s.get("labels") or {}).items():
                 labels.setdefault(label, []).append(
-                    f"{system[:14]:14} {interval(m.get('precision')):24} "
-                    f"{interval(m.get('recall')):24} {num(m.get('f1')):>6}"
+                    f"{system[:14]:14} {interval(m.get('precision')):26} "
+                    f"{interval(m.get('recall')):26} {num(m.get('f1')):>6}"
                 )
         for label, rows in labels.items():
             lines.append(f"  {label[:34]:34} {rows[0]}")
