@@ -368,3 +368,20 @@ def test_every_option_says_what_it_does() -> None:
         if isinstance(param, click.Option) and not (param.help or "").strip()
     ]
     assert not bare, f"options without help: {bare}"
+
+
+@pytest.mark.parametrize(
+    ("args", "header"),
+    [
+        (("campaigns", "list"), "id\tname\tstrategy\tk\tdone/works\tstate"),
+        (("sso", "list"), "id\tkind\tissuer\tvalue\tuser\trole\tstate\tlast used"),
+    ],
+)
+def test_lists_say_what_their_columns_are(
+    prepared: dict[str, Any], tmp_path: Path, args: tuple[str, ...], header: str
+) -> None:
+    path = tmp_path / "labeling.db"
+    shutil.copyfile(prepared["labelled"], path)
+    lines = invoke(path, args).output.splitlines()
+    assert lines[0] == header
+    assert all(len(line.split("\t")) == len(header.split("\t")) for line in lines), lines
