@@ -9,7 +9,7 @@ import click
 
 from labeling.cli.context import Context, echo_json
 from labeling.cli.errors import EXIT_BAD_INPUT, EXIT_REJECTED, fail
-from labeling.reports.text import wrap
+from labeling.reports.text import wrap_clauses
 
 
 def register(main: click.Group) -> None:
@@ -47,7 +47,7 @@ def import_labels_cmd(obj: Context, path: Path, campaign: str | None, as_json: b
         problems, done = report_lines(summary)
         for line in problems:
             click.echo(line, err=True)
-        click.echo("\n".join(wrap(done)))
+        click.echo("\n".join(wrap_clauses(done)))
     sys.exit(EXIT_REJECTED if summary.rejected else 0)
 
 

@@ -94,8 +94,6 @@ def list_cmd(obj: Context, as_json: bool) -> None:
         return
     if not rows:
         click.echo("no mappings (see `labeling sso add-email --help`)")
-        return
-    click.echo("id\tkind\tissuer\tvalue\tuser\trole\tstate\tlast used")
     for m in rows:
         state = "" if m.active is None else ("active" if m.active else "inactive")
         used = m.last_used_at.isoformat(timespec="seconds") if m.last_used_at else "never"

@@ -22,6 +22,21 @@ def wrap(text: str, indent: str = "") -> list[str]:
     ) or [indent]
 
 
+def wrap_clauses(text: str, sep: str = ", ") -> list[str]:
+    """A list-like sentence ("3 rows, 2 imported, ...") as lines of at most WIDTH characters,
+    broken only between its clauses, so that each clause ("2 campaigns created") stays whole."""
+    lines: list[str] = []
+    line = ""
+    for clause in text.split(sep):
+        if line and len(line) + len(sep) + len(clause) > WIDTH:
+            lines.append(line + sep.rstrip())
+            line = "  " + clause
+        else:
+            line = f"{line}{sep}{clause}" if line else clause
+    lines.append(line)
+    return lines
+
+
 def num(v: float | None, digits: int = 3) -> str:
     """A number, or `-` when undefined."""
     return "-" if v is None else f"{v:.{digits}f}"

@@ -374,7 +374,6 @@ def test_every_option_says_what_it_does() -> None:
     ("args", "header"),
     [
         (("campaigns", "list"), "id\tname\tstrategy\tk\tdone/works\tstate"),
-        (("sso", "list"), "id\tkind\tissuer\tvalue\tuser\trole\tstate\tlast used"),
     ],
 )
 def test_lists_say_what_their_columns_are(
