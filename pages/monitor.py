@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import altair as alt
 import streamlit as st
 
-from labeling.reports.monitor import charts
 from labeling.reports.monitor.data import data_version
 from labeling.reports.monitor.text import fmt_hours
 from labeling.reports.monitor.view import LiveView, Statistics, Table, live_view, statistics
@@ -15,6 +15,9 @@ from labeling.review.campaigns import get_campaign, list_campaigns
 from labeling.settings import get_settings
 from pages._guard import engine, require, schema
 from pages._ui import escape_markdown as esc
+
+if TYPE_CHECKING:
+    import altair as alt
 
 user = require("monitor")
 S = st.session_state
@@ -33,6 +36,14 @@ def _live(url: str, campaign_id: int, version: tuple[int, ...]) -> LiveView:
     """The live top, cached on the label version; a minute at most, for the rate's window."""
     del url, version
     return live_view(engine(), campaign_id)
+
+
+def charts() -> ModuleType:
+    """The chart module, imported when the first chart is drawn: Altair takes 0.2-0.4 s to
+    import, which the four cards at the top should not wait for (bench/monitor_first_view.py)."""
+    from labeling.reports.monitor import charts as module
+
+    return module
 
 
 def download(label: str, data: Callable[[], bytes | str], name: str, mime: str) -> None:
@@ -70,10 +81,13 @@ def show_chart(
     # chart sits in a half-width column.
     with st.container(horizontal=True, gap="small"):
         download(
-            "PNG", lambda: charts.chart_bytes(chart, "png"), f"{prefix}_{name}.png", "image/png"
+            "PNG", lambda: charts().chart_bytes(chart, "png"), f"{prefix}_{name}.png", "image/png"
         )
         download(
-            "SVG", lambda: charts.chart_bytes(chart, "svg"), f"{prefix}_{name}.svg", "image/svg+xml"
+            "SVG",
+            lambda: charts().chart_bytes(chart, "svg"),
+            f"{prefix}_{name}.svg",
+            "image/svg+xml",
         )
 
 
@@ -106,7 +120,7 @@ def live_top(campaign_id: int, shown_version: tuple[int, ...]) -> None:
 
 
 def attention(stats: Statistics, prefix: str) -> None:
-    """Question 2: annotators far from the validated answers or gold checks, or fast or slow."""
+    """Question 2: annotators far from the others, adjudications or gold checks, or fast or slow."""
     t = stats.tables
     st.markdown("##### Who needs attention?")
     st.caption(
@@ -146,7 +160,7 @@ def progress_tab(live: LiveView, prefix: str) -> None:
         else ""
     )
     show_chart(
-        charts.progress_chart(live.cumulative),
+        charts().progress_chart(live.cumulative),
         "progress",
         prefix,
         "No labels or status changes yet in this campaign.",
@@ -159,11 +173,14 @@ def annotators_tab(stats: Statistics, prefix: str) -> None:
     a, b = st.columns(2)
     with a:
         st.markdown("**Throughput** (labels and skips per active clock hour)")
-        show_chart(charts.throughput_chart(rows), "throughput", prefix, "No labels yet.")
+        show_chart(charts().throughput_chart(rows), "throughput", prefix, "No labels yet.")
     with b:
         st.markdown("**Time per work** (median seconds, 95% interval)")
         show_chart(
-            charts.time_chart(rows), "time_per_work", prefix, "No labels with a recorded time yet."
+            charts().time_chart(rows),
+            "time_per_work",
+            prefix,
+            "No labels with a recorded time yet.",
         )
     st.caption(
         "Agreement with the others: share of an annotator's answers equal to the answer "
@@ -184,7 +201,7 @@ def annotators_tab(stats: Statistics, prefix: str) -> None:
     st.markdown("**Agreement with the others, per question** (leave one out)")
     show_table(t["per_question"], prefix)
     st.markdown("**Drift: agreement with the others by week**")
-    show_chart(charts.drift_chart(stats.drift), "drift", prefix, t["drift"].empty)
+    show_chart(charts().drift_chart(stats.drift), "drift", prefix, t["drift"].empty)
     if not t["drift"].is_empty:
         show_table(t["drift"], prefix)
 
@@ -202,7 +219,7 @@ def agreement_tab(stats: Statistics, prefix: str) -> None:
         "n in each cell's tooltip)"
     )
     show_chart(
-        charts.kappa_matrix(stats.pairs),
+        charts().kappa_matrix(stats.pairs),
         "kappa_matrix",
         prefix,
         stats.tables["pairs"].empty,
@@ -240,7 +257,7 @@ def machines_tab(stats: Statistics, prefix: str) -> None:
         "labels; bars are 95% Wilson intervals, n per bin in the tooltip)"
     )
     show_chart(
-        charts.reliability_chart(stats.reliability_bins),
+        charts().reliability_chart(stats.reliability_bins),
         "reliability",
         prefix,
         "No scores to bin.",

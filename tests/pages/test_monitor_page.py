@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from tests.pages.test_label_page import build_label_db
 from tests.pages.test_lead_pages import login, page_text, plain
 
 WORKS = 30
+NUMBER = r"(-?\d+(?:\.\d+)?)(?: s)?"  # a shown number, seconds' unit aside
+INTERVAL = re.compile(rf"^{NUMBER}(?: per work)? \[{NUMBER}, {NUMBER}\]")  # "est [lo, hi]"
 
 
 def label_round(engine: Any, campaign: str, names: list[str], per_name: int, odd: set[str]) -> None:
@@ -205,6 +208,17 @@ def test_monitor_page(crowd: dict[str, Any]) -> None:
         assert (crowd["names"][-1], "far from the others' answers") in flagged
         others = annotators.set_index("annotator")["agreement with the others [95% CI]"]
         assert others[crowd["names"][-1]] < others[crowd["names"][0]]
+    # Every interval on the page, in every table and tab, contains its estimate (rounding is
+    # monotone: a shown "est [lo, hi]" out of order means the real one was).
+    shown_intervals = 0
+    for frame in at.dataframe:
+        for cell in frame.value.to_numpy().ravel():
+            m = INTERVAL.search(str(cell))
+            if m:
+                est, lo, hi = (float(x) for x in m.groups())
+                assert lo <= est <= hi, cell
+                shown_intervals += 1
+    assert shown_intervals > 10
     # Every table has its CSV and every chart its PNG and SVG, nothing else and none missing.
     downloads = at.get("download_button")
     names = [d.proto.label for d in downloads]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Engine
 
@@ -61,12 +62,32 @@ class Table:
         return self.raw.empty
 
 
+OUTSIDE = "interval left out: it does not contain the estimate"
+
+
+def outside(raw: pd.DataFrame, est: str, lo: str, hi: str) -> np.ndarray:
+    """Rows whose interval [lo, hi] is there but does not contain the estimate."""
+    e, a, b = (pd.to_numeric(raw[c], errors="coerce").to_numpy(dtype=float) for c in (est, lo, hi))
+    known = ~(np.isnan(e) | np.isnan(a) | np.isnan(b))
+    with np.errstate(invalid="ignore"):
+        return known & ((e < a - 1e-9) | (e > b + 1e-9))
+
+
 def table(key: str, raw: pd.DataFrame, empty: str, *cis: tuple[str, str, str, str]) -> Table:
-    """A Table whose shown copy writes each (name, est, lo, hi) as "est [lo, hi]"."""
+    """A Table whose shown copy writes each (name, est, lo, hi) as "est [lo, hi]".
+
+    Every interval is checked against its estimate before it is shown: one that does not
+    contain it (a bootstrap at small n can do that) is left out and the cell says so.
+    """
     shown = raw
     if not raw.empty:
         for name, est, lo, hi in cis:
+            bad = outside(raw, est, lo, hi)
             shown = with_ci(shown, name, est, lo, hi)
+            if bad.any():
+                cells = shown[name].to_numpy(dtype=object)
+                cells[bad] = [f"{e:.2f} ({OUTSIDE})" for e in raw[est].to_numpy(dtype=float)[bad]]
+                shown = shown.assign(**{name: cells})
     return Table(key, raw, shown, empty)
 
 
