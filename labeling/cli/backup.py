@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from labeling.cli.context import Context
-from labeling.reports.text import wrap
+from labeling.reports.text import wrap_clauses
 
 
 def register(main: click.Group) -> None:
@@ -40,7 +40,7 @@ def backup(obj: Context, path: Path, force: bool) -> None:
         f"backed up {res.source} to {res.target}: {res.pages} pages, revision "
         f"{res.revision}, {_counts(res.counts)}"
     )
-    click.echo("\n".join(wrap(done)))
+    click.echo("\n".join(wrap_clauses(done)))
 
 
 @click.command()
@@ -59,4 +59,4 @@ def restore(obj: Context, path: Path, force: bool) -> None:
         f"restored {res.source} into {res.target}: revision {res.revision} -> "
         f"{current_revision(engine)}, {_counts(res.counts)}"
     )
-    click.echo("\n".join(wrap(done)))
+    click.echo("\n".join(wrap_clauses(done)))
