@@ -34,7 +34,8 @@ def wrap_clauses(text: str, sep: str = ", ") -> list[str]:
         else:
             line = f"{line}{sep}{clause}" if line else clause
     lines.append(line)
-    return lines
+    # A clause longer than a line (two long paths) is broken between its words.
+    return [part for line in lines for part in (wrap(line) if len(line) > WIDTH else [line])]
 
 
 def num(v: float | None, digits: int = 3) -> str:
