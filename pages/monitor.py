@@ -6,12 +6,14 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+import pandas as pd
 import streamlit as st
 
 from labeling.reports.monitor.data import data_version
 from labeling.reports.monitor.text import fmt_hours
 from labeling.reports.monitor.view import LiveView, Statistics, Table, live_view, statistics
 from labeling.review.campaigns import get_campaign, list_campaigns
+from labeling.review.flags import flagged_table
 from labeling.settings import get_settings
 from pages._guard import engine, require, schema
 from pages._ui import escape_markdown as esc
@@ -287,6 +289,24 @@ def estimates_tab(stats: Statistics, prefix: str) -> None:
     show_table(stats.tables["estimates"], prefix)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _flagged(url: str, campaign_id: int, version: tuple[int, ...]) -> pd.DataFrame:
+    """A campaign's flagged works, cached on the database and its label version."""
+    del url, version
+    return flagged_table(engine(), campaign_id)
+
+
+def flags_section(campaign_id: int, version: tuple[int, ...], prefix: str) -> None:
+    """The flagged works, one row per flag on a current label, newest first."""
+    st.markdown("**Flagged works** (open them on Adjudicate: Show, Flagged works, or F)")
+    flagged = _flagged(get_settings().database_url, campaign_id, version)
+    if flagged.empty:
+        st.caption("No work is flagged in this campaign.")
+        return
+    st.dataframe(flagged, hide_index=True)
+    download("CSV", lambda: flagged.to_csv(index=False), f"{prefix}_flagged_works.csv", "text/csv")
+
+
 # ------------------------------------------------------------------ the page
 st.title("Monitor")
 campaigns = {c.id: c for c in list_campaigns(engine())}
@@ -332,3 +352,4 @@ with tabs[4]:
     estimates_tab(stats, prefix)
 with tabs[5]:
     show_table(stats.tables["reasons"], prefix)
+    flags_section(camp.id, version, prefix)
