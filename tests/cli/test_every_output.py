@@ -384,3 +384,12 @@ def test_lists_say_what_their_columns_are(
     lines = invoke(path, args).output.splitlines()
     assert lines[0] == header
     assert all(len(line.split("\t")) == len(header.split("\t")) for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    "path", [(), *sorted(click_commands())], ids=lambda p: "-".join(p) or "main"
+)
+def test_every_help_reads_right(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(main, [*path, "--help"])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert not defects(result.output, set(), schema_names()), defects(result.output, set(), [])
