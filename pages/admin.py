@@ -6,7 +6,7 @@ import streamlit as st
 
 from labeling.auth import access, sso, sso_mappings
 from labeling.auth.users import UserError, add_user, list_users, set_active, set_role
-from labeling.frames.upload import import_uploaded_frame, outcomes
+from labeling.frames.upload import import_uploaded_frame, next_step, outcomes
 from labeling.settings import get_settings
 from pages._errors import error_flash, show_error
 from pages._guard import current_user, engine, require, schema
@@ -183,3 +183,7 @@ with import_tab:
             getattr(st, part.level)(esc(part.text))
             if part.rows:
                 st.dataframe(part.rows, hide_index=True, width="stretch")
+        step = next_step(result)
+        if step:
+            st.markdown(esc(step))
+            st.page_link("pages/campaigns.py", label="Create a campaign", icon=":material/list:")

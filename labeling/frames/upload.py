@@ -75,6 +75,18 @@ def outcomes(result: UploadResult) -> list[Outcome]:
     return out
 
 
+def next_step(result: UploadResult) -> str | None:
+    """What to do after an upload that stored works: queue them in a campaign (else None)."""
+    c = result.counts
+    if not c or c["aborted"] or not c["inserted"] + c["updated"] + c["unchanged"]:
+        return None
+    return (
+        "Next: create a campaign on the Campaigns page, so that annotators get these works "
+        "to label (pick the queue's order, the labels each work needs and, if you like, a "
+        "filter)."
+    )
+
+
 def import_uploaded_frame(
     engine: Engine, schema: Schema, filename: str, data: bytes, *, strict: bool = False,
     batch_size: int | None = None,

@@ -23,6 +23,38 @@ PREDICTION_NOTICE = (
 )
 AGREE, DISAGREE, UNKNOWN = "agree", "disagree", "unknown"
 
+# What the label page says beside the scores, in words a newcomer reads at once; the precise
+# terms (teacher, student model, head, call, candidate, consensus, maturity gate) are in TERMS,
+# behind "How this classification was reached".
+PLAIN_LEGEND = (
+    "Machine guesses, not answers. The Codex and Gemma columns show how strongly a machine "
+    "reading of this work points to each option (0 to 1), in the manner of two AI models, "
+    "Codex and Gemma; ✔ marks the option each would pick, and ⚠ a question where the two "
+    "pick differently. Decide from the work itself. Precise terms: "
+    '"How this classification was reached".'
+)
+PLAIN_AGREEMENT = {
+    AGREE: "both models pick the same",
+    DISAGREE: "the two models pick differently",
+    UNKNOWN: "cannot compare: a model made no pick",
+}
+TERMS = (
+    "Precise terms. Teachers: Codex and Gemma, two frontier language models that labelled "
+    "about 10,000 works directly. Student model: a smaller model distilled from them that "
+    "scored the whole frame, with one head per teacher; the Codex and Gemma columns are those "
+    "two heads' scores, and ✔ a head's call (its score at or above the question's threshold; "
+    'for a single-choice question, the head\'s own call). Candidate ("picked by either"): '
+    'the union of the two heads\' calls; consensus ("picked by both"): their intersection. '
+    "score_opus and score_gpt: the student's two teacher heads read on the whole work; they "
+    "order the review queue. Maturity gate: the student model's readiness check; \"not "
+    'passed" means an immature baseline whose scores are provisional.'
+)
+
+
+def plain_reading(qs: QuestionScores) -> str:
+    """The candidate and consensus of a question in plain words."""
+    return f"picked by either model: {qs.candidate} · by both: {qs.consensus}"
+
 
 @dataclass(frozen=True)
 class ScoreRow:

@@ -8,13 +8,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, func, select
 
 from db.engine import read_session
-from db.models import CampaignItem, Label
+from db.models import Campaign, CampaignItem, Label
 from labeling.review.labels import latest_versions
-
-# Campaign counts scan the campaign's queue; they change only when a label is written, so they
-# are reused until the newest label id moves (one index lookup), never for a fixed time.
-_counts: dict[tuple[str, int], tuple[int | None, tuple[int, int]]] = {}
-_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -25,6 +20,8 @@ class Progress:
     mine_skipped: int
     items: int
     done: int
+    started: int = 0  # works with a label or more, not yet all they need
+    overlap: int = 1  # labels each work needs (the campaign's k)
 
     @property
     def remaining(self) -> int:
@@ -36,9 +33,45 @@ class Progress:
         """Share of the campaign's works that have all their labels."""
         return self.done / self.items if self.items else 0.0
 
+    @property
+    def started_fraction(self) -> float:
+        """Share of the campaign's works with some but not all of their labels."""
+        return self.started / self.items if self.items else 0.0
 
-def campaign_counts(engine: Engine, campaign_id: int) -> tuple[int, int]:
-    """(works in the campaign, works with all their labels), exact as of the newest label."""
+    def line(self, campaign: str) -> str:
+        """The progress line: the annotator's labels, then works complete and started.
+
+        A work is complete once it has all k labels, so in a campaign with k = 2 an
+        annotator's first labels complete nothing yet; they show as works started.
+        """
+        mine = f"your labels: {self.mine_labelled}"
+        if self.mine_skipped:
+            mine += f" (and {self.mine_skipped} skipped)"
+        needs = f" (each needs {self.overlap} labels)" if self.overlap > 1 else ""
+        return (
+            f"{campaign} · {mine} · works complete: {self.done} of {self.items}{needs} · "
+            f"started: {self.started}"
+        )
+
+
+@dataclass(frozen=True)
+class CampaignCounts:
+    """A campaign's works: in the queue, complete (all k labels), started (some), and k."""
+
+    items: int
+    done: int
+    started: int
+    overlap: int
+
+
+# Campaign counts scan the campaign's queue; they change only when a label is written, so they
+# are reused until the newest label id moves (one index lookup), never for a fixed time.
+_counts: dict[tuple[str, int], tuple[int | None, CampaignCounts]] = {}
+_lock = threading.Lock()
+
+
+def campaign_counts(engine: Engine, campaign_id: int) -> CampaignCounts:
+    """The campaign's works by how far their labels are, exact as of the newest label."""
     key = (engine.url.render_as_string(), campaign_id)
     with read_session(engine) as session:
         mark = session.execute(select(func.max(Label.id))).scalar_one()
@@ -46,14 +79,20 @@ def campaign_counts(engine: Engine, campaign_id: int) -> tuple[int, int]:
             hit = _counts.get(key)
         if hit is not None and hit[0] == mark:
             return hit[1]
-        items, done = session.execute(
-            select(func.count(), func.count().filter(CampaignItem.done)).where(
-                CampaignItem.campaign_id == campaign_id
-            )
+        items, done, started = session.execute(
+            select(
+                func.count(),
+                func.count().filter(CampaignItem.done),
+                func.count().filter(CampaignItem.n_labels > 0, ~CampaignItem.done),
+            ).where(CampaignItem.campaign_id == campaign_id)
         ).one()
+        overlap = session.execute(
+            select(Campaign.overlap).where(Campaign.id == campaign_id)
+        ).scalar_one_or_none()
+    counts = CampaignCounts(int(items), int(done), int(started), int(overlap or 1))
     with _lock:
-        _counts[key] = (mark, (int(items), int(done)))
-    return int(items), int(done)
+        _counts[key] = (mark, counts)
+    return counts
 
 
 def forget_progress() -> None:
@@ -73,5 +112,5 @@ def my_progress(engine: Engine, campaign_id: int, user_id: int) -> Progress:
             .group_by(Label.skipped)
         ).all()
     mine = {bool(skipped): n for skipped, n in rows}
-    items, done = campaign_counts(engine, campaign_id)
-    return Progress(mine.get(False, 0), mine.get(True, 0), items, done)
+    c = campaign_counts(engine, campaign_id)
+    return Progress(mine.get(False, 0), mine.get(True, 0), c.items, c.done, c.started, c.overlap)

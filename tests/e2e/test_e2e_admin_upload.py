@@ -61,9 +61,15 @@ def test_upload_shows_stored_in_green_and_rejected_lines_as_a_warning(tmp_path: 
         info, error = alerts(panel, "Info"), alerts(panel, "Error")
         tables = panel.locator('[data-testid="stDataFrame"]').count()
         page.screenshot(path=str(tmp_path / "upload.png"))
+        # What to do next, with the way there: a campaign queues the new works.
+        said_next = panel.get_by_text("Next: create a campaign").count()
+        panel.get_by_role("link", name="Create a campaign").click()
+        page.get_by_role("heading", name="Campaigns").wait_for()
+        at_campaigns = page.url
     assert success == ["5 works stored: 5 inserted, 0 updated, 0 unchanged."]
     assert warning == ["2 line(s) rejected, not imported:"]
     assert error == []  # a partly rejected upload is not shown in red
     # the seed record's genre_gemma is not its arg-max: reported, as information
     assert info == ["5 inconsistency warning(s), imported anyway:"]
     assert tables == 2  # the rejected lines' list, and the warnings' list
+    assert said_next == 1 and at_campaigns == base + "/campaigns"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from labeling.frames.upload import UploadResult, outcomes
+from labeling.frames.upload import UploadResult, next_step, outcomes
 from tests.pages.test_app_shell import app_env  # noqa: F401 - fixture
 
 
@@ -111,3 +111,12 @@ def test_a_real_upload_is_split(app_env: str, seed_record: dict[str, Any]) -> No
     parts = outcomes(result)
     assert parts[0].level == "success" and parts[0].text.startswith("5 works stored")
     assert parts[1].level == "warning" and [p["line"] for p in parts[1].rows] == [3]
+
+
+def test_the_next_step_after_an_upload_is_a_campaign_only_when_works_were_stored() -> None:
+    stored = UploadResult(3, "h", [rejected(3)], counts(lines=3, inserted=1, unchanged=1))
+    assert (next_step(stored) or "").startswith("Next: create a campaign on the Campaigns page")
+    none = UploadResult(3, "h", [rejected(1)], counts(lines=1, rejected=1))
+    aborted = UploadResult(3, "h", [rejected(1)], counts(lines=1, inserted=1, aborted=True))
+    unread = UploadResult(2, "cannot read f.jsonl")
+    assert [next_step(r) for r in (none, aborted, unread)] == [None, None, None]

@@ -86,11 +86,34 @@ def test_card_data_is_plain_text_and_safe_links(label_db: str) -> None:
     assert "Computer Science" in card["facts"] and "cited by 1" in card["facts"]
 
 
+JARGON = ("candidate", "consensus", "head", "student", "maturity", "teacher", "threshold")
+
+
+def test_the_scores_read_in_plain_words_and_the_precise_terms_are_behind_the_fold(
+    label_db: str,
+) -> None:
+    """A newcomer reads the block beside the options without the project's jargon; the words
+    it stands for are under "How this classification was reached"."""
+    data = form(login("annotator"))
+    teachers = data["teachers"]
+    shown = [teachers["legend"]] + [
+        f"{q['agreement_text']} {q['reading']}" for q in teachers["questions"]
+    ]
+    assert [w for w in JARGON if any(w in text.lower() for text in shown)] == []
+    design = {q["name"]: q for q in teachers["questions"]}["study_design"]
+    assert design["agreement_text"] == "the two models pick differently"
+    # The record's own candidate and consensus (the seed's candidate is one call only).
+    assert design["reading"] == "picked by either model: simulation_or_modeling · by both: —"
+    terms = data["details"]["terms"]
+    for word in ("Candidate", "consensus", "Student model", "head", "Maturity gate"):
+        assert word in terms
+
+
 def test_card_shows_both_teachers_side_by_side_and_the_details(label_db: str) -> None:
     data = form(login("annotator"))
     teachers = data["teachers"]
     assert teachers["names"] == ["Codex", "Gemma"]
-    assert "score_opus and score_gpt are the student model's two heads" in teachers["legend"]
+    assert "⚠ a question where the two pick differently" in teachers["legend"]
     by_name = {q["name"]: q for q in teachers["questions"]}
     design = by_name["study_design"]
     assert design["agreement"] == "disagree"  # the seed record's teachers split on it
@@ -150,7 +173,7 @@ def test_label_is_stored_once_before_the_next_work_shows(label_db: str, browser:
     assert after["work_id"] == "W9000002" and after["card"]["title"].startswith("Test work 2:")
     assert after["ack"] == browser.sent[-1]["id"] and after["ack_ok"] is True
     assert after["message"] == {"kind": "success", "text": "Saved W9000001 (version 1)."}
-    assert "You: 1 labelled, 0 skipped" in after["progress"]["text"]
+    assert "· your labels: 1 ·" in after["progress"]["text"]
     # The same trigger delivered twice (a reconnect) is applied once.
     browser.resend(at, browser.sent[-1])
     assert len(labels(label_db)) == 1 and form(at)["work_id"] == "W9000002"
@@ -225,7 +248,7 @@ def test_skip_records_the_reason(label_db: str, browser: Browser) -> None:
     (label,) = labels(label_db)
     assert label.skipped and label.skip_reason == "no_abstract" and label.work_id == "W9000001"
     assert form(at)["work_id"] == "W9000002"
-    assert "You: 0 labelled, 1 skipped" in form(at)["progress"]["text"]
+    assert "· your labels: 0 (and 1 skipped) ·" in form(at)["progress"]["text"]
 
 
 def test_flag_confidence_and_note_are_stored(label_db: str, browser: Browser) -> None:
@@ -270,7 +293,7 @@ def test_another_annotator_sees_none_of_my_labels(label_db: str, browser: Browse
     data = form(other)
     assert data["work_id"] == "W9000001"  # overlap 2: the same work, independently
     assert all(v in (None, []) for v in data["draft"]["answers"].values())
-    assert "You: 0 labelled, 0 skipped" in data["progress"]["text"]
+    assert "· your labels: 0 ·" in data["progress"]["text"]
     browser.send(other, "back")
     assert form(other)["editing"] is None  # nothing of annotator's to open
     assert "No earlier label of yours" in form(other)["message"]["text"]
@@ -279,16 +302,25 @@ def test_another_annotator_sees_none_of_my_labels(label_db: str, browser: Browse
 def test_campaign_progress_counts_another_annotators_label_at_once(
     label_db: str, browser: Browser
 ) -> None:
-    """No cache lag: the campaign's done count moves on the next render after any label."""
+    """No cache lag: the campaign's counts move on the next render after any label. With
+    k = 2 a first label completes no work: it shows as the annotator's and as a work started."""
     at = login("annotator")
-    assert "0 of 12 works done" in form(at)["progress"]["text"]
+    assert form(at)["progress"]["text"] == (
+        "top · your labels: 0 · works complete: 0 of 12 (each needs 2 labels) · started: 0"
+    )
     browser.submit(at)
-    assert "0 of 12 works done" in form(at)["progress"]["text"]  # overlap 2: one more needed
+    assert form(at)["progress"]["text"] == (
+        "top · your labels: 1 · works complete: 0 of 12 (each needs 2 labels) · started: 1"
+    )
+    assert form(at)["progress"]["started_fraction"] == 1 / 12
     other = login("annotator2")
     assert form(other)["work_id"] == "W9000001"
     browser.submit(other)
     browser.send(at, "retry_abstract")  # any later render of the first tab
-    assert "1 of 12 works done, 11 to go" in form(at)["progress"]["text"]
+    assert form(at)["progress"]["text"] == (
+        "top · your labels: 1 · works complete: 1 of 12 (each needs 2 labels) · started: 0"
+    )
+    assert form(at)["progress"]["fraction"] == 1 / 12
 
 
 def test_switching_campaign_gives_the_work_back(label_db: str, browser: Browser) -> None:

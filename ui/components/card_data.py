@@ -10,16 +10,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from labeling.abstracts.cache import AbstractState
-from labeling.review.card import PREDICTION_NOTICE, SCORES_RANK, QuestionScores, WorkCard, fmt_score
+from labeling.review.card import (
+    PLAIN_AGREEMENT,
+    PLAIN_LEGEND,
+    PREDICTION_NOTICE,
+    SCORES_RANK,
+    TERMS,
+    QuestionScores,
+    WorkCard,
+    fmt_score,
+    plain_reading,
+)
 from labeling.schema import Question
 
-# Said once on every card that shows scores: which model each name is.
-MODELS_LEGEND = (
-    "Codex and Gemma are the teachers: two language models whose scores and calls (✔) are "
-    "shown for each question. score_opus and score_gpt are the student model's two heads, "
-    "trained to imitate the teachers; the queue is ordered by them."
-)
-AGREEMENT = {"agree": "teachers agree", "disagree": "teachers disagree"}
+# Said once on every card that shows scores, in plain words (the precise terms: TERMS).
+MODELS_LEGEND = PLAIN_LEGEND
 RETRY_STATES = ("error", "offline", "pending")
 
 
@@ -122,8 +127,8 @@ def teachers_data(card: WorkCard, questions: Sequence[Question]) -> dict[str, An
             {
                 "name": qs.name,
                 "agreement": qs.agreement,
-                "agreement_text": AGREEMENT.get(qs.agreement, "agreement unknown"),
-                "reading": f"candidate: {qs.candidate} · consensus: {qs.consensus}",
+                "agreement_text": PLAIN_AGREEMENT.get(qs.agreement, PLAIN_AGREEMENT["unknown"]),
+                "reading": plain_reading(qs),
                 "calls": [f"{t}: {c}" for t, c in zip(qs.teachers, qs.calls, strict=True)],
                 "rows": _rows(qs, q.labels),
                 "notes": list(qs.notes),
@@ -176,6 +181,7 @@ def details_data(card: WorkCard) -> dict[str, Any]:
         "status": f"{card.prediction_status or 'status unknown'} · model "
         f"{card.model_version or '?'}",
         "notice": PREDICTION_NOTICE,
+        "terms": TERMS,
         "rank": SCORES_RANK,
         "machine": machine,
         "tables": [score_table(qs) for qs in card.questions],

@@ -38,25 +38,30 @@ def _feedback(screen: Screen) -> dict[str, Any] | None:
     if fb is None or fb.item.card is None:
         return None
     card = fb.item.card
-    if fb.skip_reason:
-        mine = [f"skipped ({fb.skip_reason})"]
-    else:
-        mine = [f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in fb.answers.items()]
+    yours = {} if fb.skip_reason else {q: _answer(v) for q, v in fb.answers.items()}
     return {
         "work_id": fb.item.work_id,
         "title": card.title,
-        "answers": mine,
+        "yours": yours,
+        "skipped": flow.SKIP_LABELS.get(fb.skip_reason, fb.skip_reason) if fb.skip_reason else None,
         "teachers": teachers_data(card, fb.item.questions),
         "details": details_data(card),
     }
 
 
+def _answer(value: Any) -> str:
+    """One answer as the feedback line shows it (a multi-label answer's labels, or none)."""
+    if isinstance(value, list):
+        return ", ".join(value) or "none"
+    return "—" if value is None else str(value)
+
+
 def _progress(item: flow.ItemView, progress: Progress | None) -> dict[str, Any]:
     p = progress or item.progress
     return {
-        "text": f"{item.campaign_name}: {p.done} of {p.items} works done, {p.remaining} to "
-        f"go · You: {p.mine_labelled} labelled, {p.mine_skipped} skipped",
+        "text": p.line(item.campaign_name),
         "fraction": p.fraction,
+        "started_fraction": p.started_fraction,
     }
 
 

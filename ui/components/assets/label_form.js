@@ -7,7 +7,7 @@ import {
   snapshot,
 } from "./common.js";
 import { dropDraft, loadDraft, pruneDrafts, saveDraft } from "./drafts.js";
-import { paintActions, paintCard, paintQuestions } from "./label_parts.js";
+import { paintActions, paintCard, paintFeedback, paintQuestions } from "./label_parts.js";
 
 // ---------------------------------------------------------------- state kept across renders
 // Drafts by (user, campaign, work, mode): a rerun or a re-render never loses typed answers.
@@ -24,7 +24,8 @@ const S = {
   pending: null,   // {id, kind, key, at}: an action sent, not yet acknowledged
   buffer: [],      // keys typed while pending, in order
   lastSubmitKey: -1e9, keysSinceSubmit: 1,
-  ui: { msg: null, codebook: false, details: false, workKey: null, noteFocus: false },
+  ui: { msg: null, codebook: false, details: false, workKey: null, noteFocus: false,
+        feedbackOpen: true, feedbackDetails: false },
 };
 
 const CONF = [[1, "L", "low"], [2, "M", "medium"], [3, "H", "high"]];
@@ -192,6 +193,24 @@ function workKey(k, cur) {
   return false;
 }
 
+// Keys that scroll the abstract's box (no text field has the focus: the note takes them as
+// text). Space is bound to nothing else in the form (README's key table); Shift+Space goes up.
+const SCROLL = { PageDown: 0.9, PageUp: -0.9, " ": 0.9, End: Infinity, Home: -Infinity };
+
+/** Scroll the abstract for a scrolling key; false when it is no such key or nothing scrolls
+ *  (the page then scrolls as usual). */
+function scrollAbstract(k) {
+  if (!Object.hasOwn(SCROLL, k.key) || k.alt) return false;
+  const box = S.parts && S.parts.card.querySelector(".lf-abstract-text");
+  if (!box || box.scrollHeight <= box.clientHeight) return false;
+  let step = SCROLL[k.key];
+  if (k.key === " " && k.shift) step = -step;
+  if (step === Infinity) box.scrollTop = box.scrollHeight;
+  else if (step === -Infinity) box.scrollTop = 0;
+  else box.scrollTop += Math.round(step * box.clientHeight);
+  return true;
+}
+
 /** Apply one key; returns whether the form used it. */
 function handle(k, live) {
   const d = S.data;
@@ -202,6 +221,7 @@ function handle(k, live) {
     S.buffer.push(k);
     return true;
   }
+  if (d.state === "work" && scrollAbstract(k)) return true;  // the form itself is unchanged
   const letter = letterOf(k);
   let used = false;
   if (letter === "B" && !k.alt && d.ctx) { send("back"); used = true; }
@@ -223,9 +243,16 @@ function repaint() {
   else paintForm(true);
 }
 
+/** Whether one of Streamlit's dialogs is open over the page (its keys are its own: Esc
+ *  closes it). */
+function dialogOpen() {
+  return [...document.querySelectorAll('[role="dialog"]')].some(
+    (node) => !S.root.contains(node) && node.getClientRects().length > 0);
+}
+
 function onKeyDown(ev) {
   if (!S.root || !S.root.isConnected) return;
-  if (ev.isComposing) return;
+  if (ev.isComposing || dialogOpen()) return;
   const target = origin(ev);
   if (isTextField(target)) {
     if (target === noteInput() && ["Escape", "Enter", "Tab"].includes(ev.key)) {
@@ -235,6 +262,10 @@ function onKeyDown(ev) {
       target.blur();
     }
     return;  // text for the field, not a command
+  }
+  if (ev.key === " " && target.closest && target.closest("button, a, summary, [role=button]")
+      && !S.root.contains(target)) {
+    return;  // Space presses the page's own control that has the focus (Sign out, a link)
   }
   if (handle(snapshot(ev), true)) {
     ev.preventDefault();
@@ -268,9 +299,12 @@ function paintTop() {
   }
   if (d.progress) {
     const bar = el("div", "lf-bar");
-    const fill = add(bar, el("div", "lf-fill"));
-    fill.firstChild.style.width = `${Math.round(100 * d.progress.fraction)}%`;
-    add(top, add(el("div", "lf-progress"), el("span", null, d.progress.text), fill));
+    const done = add(bar, el("div", "lf-fill")).lastChild;
+    const started = add(bar, el("div", "lf-fill lf-fill-started")).lastChild;
+    done.style.width = `${(100 * d.progress.fraction).toFixed(2)}%`;
+    started.style.width = `${(100 * (d.progress.started_fraction || 0)).toFixed(2)}%`;
+    bar.title = "Works complete (dark), started (light)";
+    add(top, add(el("div", "lf-progress"), el("span", null, d.progress.text), bar));
   }
   return top;
 }
@@ -288,6 +322,10 @@ function paintForm(revealActive) {
   const cur = current();
   const form = el("div", "lf-form");
   add(form, paintMessage());
+  if (d.feedback) {
+    add(form, paintFeedback(S, { feedbackOpen: (open) => { S.ui.feedbackOpen = open; },
+                                 feedbackDetails: (open) => { S.ui.feedbackDetails = open; } }));
+  }
   if (d.state === "work" && cur) {
     const api = actionsApi();
     add(form, ...paintQuestions(S, cur, { choose: (qi, label) => api.choose(cur, qi, label),
@@ -393,6 +431,8 @@ export default function render({ parentElement, data, setTriggerValue }) {
     S.ui.codebook = false;
     S.ui.details = false;
     S.ui.noteFocus = false;
+    S.ui.feedbackOpen = true;  // the feedback on the label just sent, open in view
+    S.ui.feedbackDetails = false;
   }
   if (!S.root || !parentElement.contains(S.root)) {
     S.root = null;

@@ -66,7 +66,8 @@ function table(t) {
 /** "How this classification was reached": the machine's status, scores and full tables. */
 export function detailsBody(details) {
   const body = el("div", "lf-details-body");
-  add(body, el("div", "lf-muted", details.status), el("div", "lf-small", details.notice));
+  add(body, el("div", "lf-muted", details.status), el("div", "lf-small", details.notice),
+      details.terms ? el("div", "lf-small lf-terms", details.terms) : null);
   const m = details.machine;
   if (m) {
     add(body, el("div", null, `Machine scores (${m.flags}): ${m.scores}`),
@@ -93,17 +94,24 @@ function detailsBox(title, details, open, onToggle) {
   return box;
 }
 
-function feedback(fb) {
+/** Blind campaigns: the label just submitted beside the machines' picks, at the top of the
+ *  form (in view at once, next to "Saved"); the full tables behind their own fold. */
+export function paintFeedback(S, api) {
+  const fb = S.data.feedback;
   const box = el("details", "lf-details lf-feedback");
-  box.open = true;
-  add(box, el("summary", null, `Feedback on your last label: ${fb.work_id}`),
-      el("div", "lf-strong", fb.title), el("div", null, "Your answers: " + fb.answers.join("; ")),
-      el("div", "lf-small", fb.teachers.legend));
+  box.open = S.ui.feedbackOpen;
+  box.addEventListener("toggle", () => api.feedbackOpen(box.open));
+  add(box, el("summary", null, `Your last label (${fb.work_id}) beside the machines' picks`),
+      el("div", "lf-strong lf-clamp", fb.title));
+  if (fb.skipped) box.appendChild(el("div", null, `You skipped it: ${fb.skipped}.`));
   for (const q of fb.teachers.questions) {
-    add(box, el("div", q.agreement === "disagree" ? "lf-split-line" : null,
-                `${q.name}: ${q.calls.join(" · ")} · ${q.reading} — ${q.agreement_text}`));
+    const split = q.agreement === "disagree";
+    const mine = fb.skipped ? "" : `you: ${fb.yours[q.name] ?? "—"} · `;
+    add(box, el("div", "lf-fb-line" + (split ? " lf-split-line" : ""),
+                `${split ? "⚠ " : ""}${q.name} — ${mine}${q.calls.join(" · ")}`));
   }
-  box.appendChild(detailsBody(fb.details));
+  box.appendChild(detailsBox("How this classification was reached", fb.details,
+                             S.ui.feedbackDetails, api.feedbackDetails));
   return box;
 }
 
@@ -123,7 +131,6 @@ export function paintCard(S, api) {
                                            + "you submit your label."));
     }
   }
-  if (d.feedback) col.appendChild(feedback(d.feedback));
   return col;
 }
 
@@ -182,7 +189,11 @@ export function paintQuestions(S, cur, api) {
     const head = button("lf-qhead", null, () => api.activate(qi), q.definition || null);
     add(head, el("span", "lf-key", q.key || ""),
         el("span", "lf-prompt", active ? q.prompt : q.name));
-    if (teach && teach.agreement === "disagree") head.appendChild(el("span", "lf-warn", "⚠"));
+    if (teach && teach.agreement === "disagree") {
+      const warn = el("span", "lf-warn", "⚠");
+      warn.title = "The two models pick differently on this question";
+      head.appendChild(warn);
+    }
     if (!active) {
       head.appendChild(el("span", value == null ? "lf-answer lf-none" : "lf-answer",
                           answerText(q, value)));
@@ -252,6 +263,6 @@ export function paintActions(S, cur, api) {
   const keys = cur.questions.map((q) => q.key).filter(Boolean).join(" ");
   box.appendChild(el("div", "lf-keys", `Keys: ${keys} or ↑/↓ question · 1–9, 0, ⇧1… option · `
     + "L/M/H confidence · F flag · D definitions · Tab note · Enter submit · Alt+1–4 skip · "
-    + "B edit previous"));
+    + "B edit previous · PgDn/PgUp, Space, End/Home scroll the abstract"));
   return box;
 }
