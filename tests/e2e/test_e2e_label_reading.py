@@ -64,6 +64,7 @@ def long_abstract(page: Any) -> None:
     raise AssertionError("no work with a long abstract in the demo's first 15")
 
 
+@pytest.mark.slow  # about 18 s alone, over 20 s on a busy machine
 @need_chromium
 def test_the_abstract_scrolls_from_the_keyboard_and_blind_feedback_is_in_view(
     tmp_path: Path,

@@ -21,6 +21,7 @@ need_chromium = pytest.mark.skipif(
 FOCUSED = "document.activeElement && document.activeElement.getAttribute('aria-label')"
 
 
+@pytest.mark.slow  # about 18 s alone, over 20 s on a busy machine
 @need_chromium
 def test_the_name_field_has_the_cursor_and_the_product_is_named(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'sign_in.db'}"
