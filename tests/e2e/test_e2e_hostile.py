@@ -209,6 +209,7 @@ def literal_checks(page: Any, title: str, db: dict[str, Any], name: str, role: s
     return problems
 
 
+@pytest.mark.slow  # over 20 s (pytest --durations)
 @need_chromium
 def test_hostile_content_is_inert_on_every_page(tmp_path: Path) -> None:
     """Every role, every page it may open: no script runs, nothing injected or fetched."""

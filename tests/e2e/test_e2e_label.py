@@ -96,6 +96,7 @@ def assert_row(row: Label, want: Typed) -> None:
     assert got == expect, f"keys {' '.join(want.keys)}"
 
 
+@pytest.mark.slow  # over 20 s (pytest --durations)
 @need_chromium
 def test_ten_works_typed_30ms_apart_are_stored_exactly_as_typed(tmp_path: Path) -> None:
     pytest.importorskip("playwright")
@@ -214,6 +215,7 @@ def test_hostile_title_and_abstract_render_inert(tmp_path: Path) -> None:
         assert dialogs == []
 
 
+@pytest.mark.slow  # over 20 s (pytest --durations)
 @need_chromium
 def test_a_lead_settles_a_dispute_with_a_handful_of_keys(tmp_path: Path) -> None:
     """The annotators differ on one question: the form starts from their majority elsewhere,

@@ -112,6 +112,7 @@ def test_monitor_cards_show_every_column_at_1366(tmp_path: Path) -> None:
         assert b["scroll"] <= b["client"] and "…" not in b["text"], b
 
 
+@pytest.mark.slow  # over 20 s (pytest --durations)
 def test_monitor_charts_render(tmp_path: Path) -> None:
     url = crowd_db(tmp_path)
     with streamlit_server(url, tmp_path / "server.log") as base, chromium_page(1400, 1200) as page:

@@ -162,6 +162,7 @@ def labels_db(db_url: str) -> Iterator[tuple[str, Engine]]:
     engine.dispose()
 
 
+@pytest.mark.slow  # over 20 s (pytest --durations)
 @settings(
     max_examples=examples(120),
     deadline=None,
