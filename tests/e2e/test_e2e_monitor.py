@@ -83,6 +83,7 @@ def open_monitor(page: Any, base: str) -> None:
     settle(page)
 
 
+@pytest.mark.slow  # 18 s on a quiet machine, over 20 s under load
 def test_monitor_cards_show_every_column_at_1366(tmp_path: Path) -> None:
     """Each top card's tables fit without sideways scrolling and no button label is cut."""
     url = crowd_db(tmp_path)
