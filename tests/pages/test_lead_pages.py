@@ -305,7 +305,7 @@ def test_monitor_renders_for_a_campaign_with_labels(lead_db: dict[str, Any]) -> 
     assert "3 of 6 works have all 2 label(s)" in text
     assert "annotator2" in text
     assert "unclear scope" in text  # the flag note
-    assert "agreement [95% CI]" in text
+    assert "agreement with the others [95% CI]" in text
     assert REFUSAL in text  # "top" is score-ordered
     assert len(at.get("vega_lite_chart")) >= 1
 
