@@ -34,6 +34,7 @@ COVERED = {
     "import_write_paths",
     "monitor",
     "monitor_db",
+    "monitor_first_view",
     "old_label_keys",
     "plan_sim",
     "review_queue",
@@ -320,6 +321,20 @@ def test_browser(tmp_path: Path) -> None:
     assert "key -> repaint, 14 keys:" in out and "waiting per work" in out
     got = json.loads(figures.read_text("utf-8"))
     assert got["works"] == 2 and got["keys"] == 14 and got["key_messages"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is missing (apt install chromium)")
+def test_monitor_first_view(tmp_path: Path) -> None:
+    """bench/monitor_first_view.py: one fresh start of the demo, the four cards filled."""
+    figures = tmp_path / "first_view.json"
+    args = ("--starts", "1", "--rounds", "2", "--json", str(figures))
+    out = ok(bench("monitor_first_view", *args, timeout=300))
+    assert "cards" in out and "median of 1" in out
+    got = json.loads(figures.read_text("utf-8"))
+    (app,) = got["apps"].values()
+    assert 0 < app["median"]["cards"] <= app["median"]["page"]
 
 
 @pytest.mark.parametrize(
