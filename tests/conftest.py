@@ -165,3 +165,15 @@ def write_jsonl(path: Path, records: list[Any]) -> Path:
             fh.write(rec if isinstance(rec, str) else json.dumps(rec))
             fh.write("\n")
     return path
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Browser journeys and the benches' own runs count as slow.
+
+    `./scripts/test.sh -m "not slow"` is the developer's quick loop (README): a Chromium test
+    starts a server and a browser, and a bench test a whole subprocess, so each costs seconds
+    even when it passes quickly. CI runs everything.
+    """
+    for item in items:
+        if item.get_closest_marker("e2e") or "tests/bench/" in item.nodeid:
+            item.add_marker(pytest.mark.slow)
