@@ -35,19 +35,13 @@ def history_cmd(obj: Context, work_ids: tuple[str, ...], as_json: bool) -> None:
             click.echo(line)
 
 
-def _answer(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, list):
-        return ", ".join(map(str, value)) if value else "none"
-    return str(value)
-
-
 def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[str]:
     """The questions whose validated answer an event changed, as "q: old -> new"."""
+    from labeling.review.disputes import fmt_answer  # pandas: imported when a history prints
+
     before, after = before or {}, after or {}
     return [
-        f"{q}: {_answer(before.get(q))} -> {_answer(after.get(q))}"
+        f"{q}: {fmt_answer(before.get(q))} -> {fmt_answer(after.get(q))}"
         for q in dict.fromkeys([*before, *after])
         if before.get(q) != after.get(q)
     ]
@@ -55,11 +49,13 @@ def _changes(before: dict[str, Any] | None, after: dict[str, Any] | None) -> lis
 
 def history_lines(record: dict[str, Any]) -> list[str]:
     """A work's history as the text mode prints it."""
+    from labeling.review.disputes import fmt_answer
+
     gold = ", gold" if record["is_gold"] else ""
     via = f" ({record['validated_via']})" if record["validated_via"] else ""
     lines = [f"{record['work_id']}: {record['status']}{via}{gold}"]
     for q, v in (record["final_answers"] or {}).items():
-        lines.append(f"  {q}: {_answer(v)}")
+        lines.append(f"  {q}: {fmt_answer(v)}")
     lines.append(f"{len(record['events'])} events:")
     for e in record["events"]:
         who = e["user"] or "(no user: a file import or the model rule)"
