@@ -69,13 +69,13 @@ def remove_stale(parent: str) -> list[str]:
     removed = []
     for entry in os.scandir(parent):
         match = _DIR.match(entry.name)
-        if match and entry.is_dir(follow_symlinks=False) and not _alive(int(match[1])):
+        if match and entry.is_dir(follow_symlinks=False) and not process_alive(int(match[1])):
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(entry.path)
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether a process with this id exists (one of another user counts as alive)."""
     try:
         os.kill(pid, 0)

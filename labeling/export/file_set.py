@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from db.sqlite_files import SIDE_SUFFIXES, is_sqlite_path
+from db.staging import process_alive
 from labeling.export.definitions import ExportError
 
 try:
@@ -96,17 +97,6 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # drops the lock
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process with this id exists (one of another user counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _sync_folder(folder: Path) -> None:
@@ -237,9 +227,9 @@ def remove_stale(folder: Path, targets: Sequence[Path] = ()) -> list[str]:
     with _folder_lock(folder):
         groups: dict[str, set[str]] = {}
         for entry in os.scandir(folder):
-            if (m := _NAME.match(entry.name)) and not _alive(int(m[1])):
+            if (m := _NAME.match(entry.name)) and not process_alive(int(m[1])):
                 groups.setdefault(f"{m[1]}-{m[2]}", set()).add(m[3])
-            elif (m := legacy.match(entry.name)) and m[1] in names and not _alive(int(m[2])):
+            elif (m := legacy.match(entry.name)) and m[1] in names and not process_alive(int(m[2])):
                 with suppress(FileNotFoundError):
                     os.unlink(entry.path)
         for group, roles in groups.items():

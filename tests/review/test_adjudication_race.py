@@ -15,9 +15,8 @@ from sqlalchemy import select
 
 from db.engine import make_engine, read_session
 from db.models import Adjudication, Work
-from labeling.review.campaigns import create_campaign
-from tests.factories import add_user, add_works, answers_for
-from tests.review.test_ground_truth import _submit
+from tests.factories import add_user, answers_for
+from tests.review.test_ground_truth import _disputed
 
 ROUNDS = 20
 
@@ -50,13 +49,7 @@ def _lead(url: str, lead: int, name: str, variant: int, ids: list[str], barrier:
 def test_two_leads_adjudicate_the_same_work_at_once(db_url: str, schema: Any) -> None:
     """20 rounds: exactly one adjudication per work; the other lead is told by whom."""
     engine = make_engine(db_url)
-    add_works(engine, ROUNDS)
-    a, b = add_user(engine, "a"), add_user(engine, "b")
-    camp = create_campaign(engine, name="c", overlap=2)
-    ids = [f"W{i:04d}" for i in range(1, ROUNDS + 1)]
-    for wid in ids:
-        _submit(engine, schema, camp.id, wid, a, answers_for(schema, 0))
-        _submit(engine, schema, camp.id, wid, b, answers_for(schema, 1))
+    _, ids = _disputed(engine, schema, ROUNDS)
     leads = {
         "ann": (add_user(engine, "ann", "lead"), 0),
         "bob": (add_user(engine, "bob", "lead"), 1),
