@@ -46,8 +46,9 @@ class DisputeView:
 
     @property
     def n_labels(self) -> int:
-        """How many annotators' non-skipped answers the dispute rests on."""
-        return len(self.answers)
+        """How many annotators' non-skipped answers the dispute rests on (a dispute across
+        campaigns also shows its two verdicts beside them: not labels)."""
+        return len(self.answers) - len(self.weighed)
 
 
 def _key(value: Any) -> Any:

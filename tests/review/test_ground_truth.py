@@ -148,6 +148,7 @@ def test_a_later_campaign_never_replaces_validated_answers(
     # The dispute is on Adjudicate, with both verdicts side by side, until a lead decides.
     (view,) = [v for v in disputed_works(engine) if v.work_id == wid]
     assert view.across and len(view.weighed) == 2
+    assert view.n_labels == 2  # ann1 in g1 and ann1 in g3: the verdicts are no labels
     assert view.answers[view.weighed[0]] == answers_for(schema, 0)
     assert view.answers[view.weighed[1]] == answers_for(schema, 1)
     assert "g3: ann1" in view.answers and "g1: ann1" in view.answers
